@@ -298,8 +298,10 @@ class BwrapSandbox(Sandbox):
         self._binds: list[str] = []
         self._cg: CgroupSet | None = None
         self._image = resolve_image(config.image)
-        self._agent_logs = config.agent_logs or self._dir / "logs-agent"
-        self._verifier_logs = config.verifier_logs or self._dir / "logs-verifier"
+        # What bwrap binds at /logs/agent and /logs/verifier: private directories, or the caller's
+        # directories staged (bind-mounted) here so the unprivileged bwrap can reach them.
+        self._agent_logs = self._dir / "logs-agent"
+        self._verifier_logs = self._dir / "logs-verifier"
 
     # ----------------------------------------------------------------- lifecycle
     @classmethod
@@ -324,31 +326,35 @@ class BwrapSandbox(Sandbox):
         self._cg.set_limits(memory_mb=self.config.memory_mb, pids=self.config.pids, cpus=self.config.cpus)
         for d in (self._ws, self._merged):
             d.mkdir()
-        for d in (self._agent_logs, self._verifier_logs):
-            if not d.exists():
-                d.mkdir(parents=True)
+        for d, src in (
+            (self._agent_logs, self.config.agent_logs),
+            (self._verifier_logs, self.config.verifier_logs),
+        ):
+            d.mkdir()
+            if src is None:
                 os.chown(d, SANDBOX_UID, SANDBOX_UID)
+            else:
+                self._stage(src, d, "/logs")
         self._mount_workspace()
-        self._stage_binds()
-
-    def _stage_binds(self) -> None:
-        """Bind each extra source into the box directory (bwrap runs as the unprivileged sandbox uid,
-        which may not be able to traverse the source's parents, e.g. /root)."""
         for i, b in enumerate(self.config.binds):
-            src = Path(b.source)
-            if not src.exists():
-                raise SandboxError(f"bind source {src} does not exist")
             dest = self._dir / "binds" / str(i)
             dest.parent.mkdir(exist_ok=True)
-            if src.is_dir():
+            if Path(b.source).is_dir():
                 dest.mkdir()
-            else:
+            elif Path(b.source).exists():
                 dest.touch()
-            try:
-                _mount.mount(str(src), str(dest), "", _mount.MS_BIND | _mount.MS_REC)
-            except OSError as exc:
-                raise SandboxError(f"could not stage bind {src} -> {b.target}: {exc}") from exc
-            self._binds.append(str(dest))
+            self._stage(Path(b.source), dest, b.target)
+
+    def _stage(self, src: Path, dest: Path, target: str) -> None:
+        """Bind ``src`` onto ``dest`` in the box directory: bwrap runs as the unprivileged sandbox uid,
+        which may not be able to traverse the source's parents (a 0700 temporary directory, /root)."""
+        if not src.exists():
+            raise SandboxError(f"bind source {src} (for {target}) does not exist")
+        try:
+            _mount.mount(str(src), str(dest), "", _mount.MS_BIND | _mount.MS_REC)
+        except OSError as exc:
+            raise SandboxError(f"could not stage {src} for {target}: {exc}") from exc
+        self._binds.append(str(dest))
 
     def _mount_workspace(self) -> None:
         try:
@@ -404,7 +410,10 @@ class BwrapSandbox(Sandbox):
                     _mount.umount(target)
             if self._cg is not None:
                 self._cg.remove(background=True)
-            shutil.rmtree(self._dir, ignore_errors=True)
+            # Never delete through a staged bind (it is the caller's data): only remove the box
+            # directory when nothing is mounted below it any more.
+            if not any(os.path.ismount(m) for m in [*self._binds, str(self._ws), str(self._merged)]):
+                shutil.rmtree(self._dir, ignore_errors=True)
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
@@ -600,7 +609,7 @@ class BwrapSandbox(Sandbox):
 
         Returns ``(exit_code, timed_out)``; the exit code is 124 on timeout.
         """
-        code, timed_out, _, _ = self._run(command, timeout, env, cwd, None, stdout_fd, stderr_fd)
+        code, timed_out, _, _ = self._run(command, timeout, env, cwd, None, stdout_fd, stderr_fd, ride=False)
         return code, timed_out
 
     def _run(
@@ -612,7 +621,12 @@ class BwrapSandbox(Sandbox):
         stdin: str | bytes | None,
         out_fd: int,
         err_fd: int,
+        *,
+        ride: bool = True,
     ) -> tuple[int, bool, float, CgroupSet]:
+        """Run a command. ``ride``: a first command may ride on the holder's start; that reopens its
+        stdio through /proc/self/fd inside, which works for our memfds but not for the caller's pipes
+        or terminals (owned by host root, mode 0600), so attached runs go through nsenter."""
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         if cwd and cwd != self.config.workdir:
             # nsenter's -w would resolve a path on the host: change directory inside instead.
@@ -630,7 +644,9 @@ class BwrapSandbox(Sandbox):
                 if not self._holder_alive():
                     if self._holder is not None:
                         self._stop_processes()  # the holder died and took its namespaces with it
-                    return self._run_first(argv, timeout, env, (in_fd, out_fd, err_fd))
+                    if ride:
+                        return self._run_first(argv, timeout, env, (in_fd, out_fd, err_fd))
+                    self._start_holder()
                 group = self._cg.child(f"x{next(self._exec_ids)}")
                 holder_pid = self._holder_pid
             full = [
