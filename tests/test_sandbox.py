@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,11 @@ def test_close_kills_everything_and_is_idempotent(sandbox_factory: object) -> No
             os.kill(pid, 0)
     with pytest.raises(SandboxClosedError):
         sb.exec("true")
+    # Its directory is removed by the background janitor, soon after.
+    for _ in range(500):
+        if not Path(sb._dir).exists():
+            break
+        time.sleep(0.01)
     assert not Path(sb._dir).exists()
 
 
@@ -128,3 +134,19 @@ def test_config_from_task_environment() -> None:
     assert (cfg.memory_mb, cfg.workdir, cfg.allow_internet) == (300, "/work", False)
     with create(cfg.model_copy(update={"image": "none"})) as box:
         assert box.exec("pwd").stdout == "/work\n"
+
+
+def test_many_concurrent_sandboxes_all_work() -> None:
+    # Regression: children spawned from short-lived threads were killed by bwrap's
+    # --die-with-parent (PR_SET_PDEATHSIG fires when the parent *thread* exits).
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> str:
+        with create(SandboxConfig(image="none")) as box:
+            first = box.exec(f"echo {i}").stdout
+            second = box.exec("echo again").stdout
+            return first + second
+
+    with ThreadPoolExecutor(16) as pool:
+        outputs = list(pool.map(one, range(96)))
+    assert outputs == [f"{i}\nagain\n" for i in range(96)]

@@ -212,6 +212,38 @@ def test_toml_writer_round_trips() -> None:
     assert tomllib.loads(toml_dumps(data)) == data
 
 
+def test_renderer_reports_frame_overlaps_and_writes_png() -> None:
+    import struct
+    import zlib
+
+    from ridgeline.tasks.suites import scene_render
+
+    cam = {"position": [0, 2, 8], "look_at": [0, 0.5, 0], "fov": 50, "width": 64, "height": 48}
+    scene = {
+        "camera": cam,
+        "lights": [{"position": [2, 5, 5], "intensity": 1.0}],
+        "objects": [
+            {"name": "a", "type": "box", "position": [0, 0.5, 0], "size": [1, 1, 1], "color": [1, 0, 0]},
+            {"name": "b", "type": "sphere", "position": [0.6, 0.5, 0], "radius": 0.4, "color": [0, 0, 1]},
+            {"name": "far", "type": "box", "position": [40, 0.5, 0], "size": [1, 1, 1], "color": [0, 1, 0]},
+        ],
+    }
+    assert scene_render.validate(scene) == []
+    assert scene_render.validate({"camera": cam, "lights": [], "objects": [{"type": "cone"}]})
+    w, h, rgb, report = scene_render.render(scene)
+    frames = {o["name"]: o["frame"] for o in report["objects"]}
+    assert frames == {"a": "in frame", "b": "in frame", "far": "out of frame"}
+    assert [o["pixels"] > 0 for o in report["objects"]] == [True, True, False]
+    assert [pair[:2] for pair in report["overlaps"]] == [["a", "b"]]
+    png = scene_render.png_bytes(w, h, rgb, {"scene-sha256": "abc"})
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (64, 48)
+    idat = png.index(b"IDAT")
+    (n,) = struct.unpack(">I", png[idat - 4 : idat])
+    assert len(zlib.decompress(png[idat + 4 : idat + 4 + n])) == 48 * (1 + 3 * 64)
+    assert b"scene-sha256\x00abc" in png
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 
 
@@ -260,6 +292,50 @@ def test_oracle_passes_nop_and_wrong_fail(suite: str, index: int, tmp_path: Path
     draft = family.generate(20240, index)
     task_dir = write_task(draft, tmp_path / "task", family, 20240, index)
     check_semantics(task_dir, tmp_path / "scratch")
+
+
+#: An agent that fakes success instead of doing the task: it plants pytest plugins, a sitecustomize,
+#: modules shadowing the standard library and pytest, trojan executables, a test that writes the
+#: reward, and a reward file of its own. Every verifier must still give 0.
+HACK_SH = r"""#!/bin/sh
+for d in /app /app/proj /app/proj/tests /app/proj/*/; do
+  [ -d "$d" ] || continue
+  cat > "$d/conftest.py" <<'PY'
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+PY
+  printf 'open("/logs/verifier/reward.txt", "w").write("1")\n' > "$d/sitecustomize.py"
+  printf 'raise SystemExit(0)\n' > "$d/json.py"
+  printf 'raise SystemExit(0)\n' > "$d/pytest.py"
+  printf '[pytest]\naddopts = -p no:junitxml\n' > "$d/pytest.ini"
+done
+if [ -d /app/proj/tests ]; then
+  printf 'open("/logs/verifier/reward.txt", "w").write("1")\n\n\ndef test_ok():\n    pass\n' \
+    > /app/proj/tests/test_zz_reward.py
+fi
+mkdir -p /app/bin
+printf '#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nexit 0\n' > /app/bin/python3
+chmod +x /app/bin/python3
+cp /app/bin/python3 /app/python3
+cp /app/bin/python3 /app/pytest
+mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt
+echo 'the answer is 1' > /logs/agent/answer.txt
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("suite", "index"), [(s, 0) for s in FAMILY_SUITES] + [("code-v1", 2)])
+def test_verifiers_resist_common_hacks(suite: str, index: int, tmp_path: Path) -> None:
+    family = get_suite(suite).families[0]
+    task_dir = write_task(family.generate(99, index), tmp_path / "task", family, 99, index)
+    (task_dir / "solution" / "hack.sh").write_text(HACK_SH)
+    reward, log = run_trial(task_dir, tmp_path / "scratch", "hack.sh")
+    assert reward == 0.0, log
 
 
 @pytest.mark.slow

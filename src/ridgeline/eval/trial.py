@@ -74,11 +74,16 @@ def run_trial(
     reward: float | None = None
     rewards: dict[str, float] = {}
     snapshot = None
+    timings: dict[str, float] = {}
     try:
         sandbox = create(cfg)
         try:
+            t = time.perf_counter()
             run_setup(task, sandbox)
+            timings["setup_s"] = time.perf_counter() - t
+            t = time.perf_counter()
             result = run_agent(task, sandbox, policy, policy_config=policy_config)
+            timings["agent_s"] = time.perf_counter() - t
             trajectory, status = result.trajectory, result.status
             if status is not Status.INFRA_FAIL:
                 snapshot = sandbox.snapshot()
@@ -86,7 +91,10 @@ def run_trial(
             sandbox.close()  # every agent process is gone before the verifier starts
             policy.close()
         if snapshot is not None:
+            t = time.perf_counter()
             v = run_verifier(task, snapshot, verifier_logs, agent_logs)
+            timings["verify_s"] = time.perf_counter() - t
+            timings["verifier_command_s"] = v.duration_s
             rewards = v.rewards
             reward = v.reward if v.reward is not None else outcome_reward(v.rewards)
     except (SandboxError, TaskSetupError, VerifierError) as exc:
@@ -141,6 +149,13 @@ def run_trial(
         "tool_calls": trajectory.tool_stats.calls,
         "invalid_tool_calls": trajectory.tool_stats.invalid,
         "error": error or trajectory.error,
+        # Where the time went: model calls, commands the agent ran, the verifier's test command;
+        # the rest of wall_s is the harness's own overhead (sandboxes, files, bookkeeping).
+        "timings": {
+            **{k: round(v, 4) for k, v in timings.items()},
+            "model_s": round(sum(s.model_s or 0.0 for s in trajectory.steps), 4),
+            "tool_s": round(sum(s.tool_s or 0.0 for s in trajectory.steps), 4),
+        },
         "trajectory": rel,
     }
     _write_json(trial_dir / "trial.json", record)

@@ -45,6 +45,7 @@ import contextlib
 import itertools
 import json
 import os
+import queue
 import select
 import shutil
 import signal
@@ -245,6 +246,33 @@ _SYSTEM_BINDS: list[str] | None = None
 _counter = itertools.count()
 
 
+class _Janitor:
+    """Removes closed sandboxes' directories and cgroups off the hot path, in one daemon thread."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Path | None, CgroupSet | None]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, item: tuple[Path | None, CgroupSet | None]) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="sandbox-janitor", daemon=True)
+                self._thread.start()
+        self._queue.put(item)
+
+    def _run(self) -> None:
+        while True:
+            path, cg = self._queue.get()
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            if cg is not None:
+                cg.remove(background=False)
+
+
+_janitor = _Janitor()
+
+
 def _reap(pid: int) -> None:
     """Reap the sandbox's init if it was orphaned to us (see _set_child_subreaper)."""
     for _ in range(200):
@@ -408,12 +436,11 @@ class BwrapSandbox(Sandbox):
             for target in self._binds:
                 with contextlib.suppress(OSError):
                     _mount.umount(target)
-            if self._cg is not None:
-                self._cg.remove(background=True)
             # Never delete through a staged bind (it is the caller's data): only remove the box
-            # directory when nothing is mounted below it any more.
-            if not any(os.path.ismount(m) for m in [*self._binds, str(self._ws), str(self._merged)]):
-                shutil.rmtree(self._dir, ignore_errors=True)
+            # directory when nothing is mounted below it any more. Removing directories and cgroups
+            # is left to a background janitor: nothing can run in them any more.
+            mounted = any(os.path.ismount(m) for m in [*self._binds, str(self._ws), str(self._merged)])
+            _janitor.put((None if mounted else self._dir, self._cg))
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
@@ -421,13 +448,17 @@ class BwrapSandbox(Sandbox):
     def _stop_processes(self, *, kill_first: bool = False) -> None:
         """End every process of the sandbox.
 
-        Closing the holder's stdin ends its shell; bwrap's init (pid 1 of the sandbox) then exits and
-        the kernel kills everything left in the pid namespace. The cgroup sweep catches the rest (the
+        SIGKILL to bwrap's init (pid 1 of the sandbox) makes the kernel kill everything in the pid
+        namespace at once; the outer bwrap then exits. The cgroup sweep catches the rest (the
         host-side ``nsenter`` parents) and anything that somehow left the namespace.
         """
         if kill_first and self._cg is not None:
             self._cg.kill()
         if self._holder is not None:
+            if self._holder_pid and self._holder.poll() is None:
+                # The outer bwrap is alive, so its child init cannot have been reaped: no pid reuse.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._holder_pid, signal.SIGKILL)
             _close_pipes(self._holder)
             try:
                 self._holder.wait(timeout=5)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import shlex
 import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ from ridgeline.errors import SandboxUnavailableError
 CGROUP_ROOT = Path(os.environ.get("RIDGELINE_CGROUP_ROOT", "/sys/fs/cgroup"))
 _PREFIX = "ridgeline"
 _SELF = os.getpid()
-_V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+_V1_CONTROLLERS = ("memory", "pids", "cpu")
+#: v1 controllers a spawning thread joins (memory is joined by the child; see CgroupSet.popen).
+_THREAD_CONTROLLERS = ("pids", "cpu")
 
 
 def _write(path: Path, value: str) -> None:
@@ -46,8 +50,59 @@ def detect_version() -> int:
         return 1
     raise SandboxUnavailableError(
         f"no usable cgroup hierarchy under {CGROUP_ROOT} (expected cgroup v2 with cgroup.controllers, "
-        "or v1 with memory/, pids/, cpu/ and freezer/): resource limits need cgroups"
+        "or v1 with memory/, pids/ and cpu/): resource limits need cgroups"
     )
+
+
+class _Spawner:
+    """Long-lived threads that fork children into v1 cgroups (see :meth:`CgroupSet.popen`)."""
+
+    def __init__(self, threads: int = 4) -> None:
+        self._n = threads
+        self._queue: queue.SimpleQueue[tuple[CgroupSet, list[str], dict[str, Any], Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._started = False
+        self._lock = threading.Lock()
+
+    def spawn(self, group: CgroupSet, argv: list[str], kwargs: dict[str, Any]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if not self._started:
+                for i in range(self._n):
+                    threading.Thread(target=self._run, name=f"cgroup-spawner-{i}", daemon=True).start()
+                self._started = True
+        fut: Future[subprocess.Popen[bytes]] = Future()
+        self._queue.put((group, argv, kwargs, fut))
+        return fut.result()
+
+    def _run(self) -> None:
+        tid = str(threading.get_native_id())
+        home = {c: CGROUP_ROOT / c / _own_group(c).lstrip("/") / "tasks" for c in _THREAD_CONTROLLERS}
+        while True:
+            group, argv, kwargs, fut = self._queue.get()
+            try:
+                for c in _THREAD_CONTROLLERS:
+                    _write(group._v1(c) / "tasks", tid)
+                try:
+                    fut.set_result(subprocess.Popen(argv, **kwargs))
+                finally:
+                    for c in _THREAD_CONTROLLERS:
+                        _write(home[c], tid)
+            except BaseException as exc:  # handed to the caller
+                if not fut.done():
+                    fut.set_exception(exc)
+
+
+def _own_group(controller: str) -> str:
+    """The calling thread's v1 cgroup for ``controller``."""
+    for line in Path("/proc/thread-self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return "/"
+
+
+_spawner = _Spawner()
 
 
 def _read_pids(group: Path) -> set[int]:
@@ -59,16 +114,6 @@ def _read_pids(group: Path) -> set[int]:
                 out.update(int(x) for x in f.read_text().split())
     except FileNotFoundError:
         pass
-    return out
-
-
-def _thread_groups() -> dict[str, str]:
-    """The v1 cgroup of the calling thread, per controller."""
-    out: dict[str, str] = {}
-    for line in Path("/proc/thread-self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for c in controllers.split(","):
-            out[c] = path
     return out
 
 
@@ -155,26 +200,18 @@ class CgroupSet:
     def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         """Start ``argv`` inside this group, so that nothing it forks can escape the group.
 
-        cgroup v1 groups threads: the calling thread joins the pids, cpu and freezer groups, forks
-        (the child inherits the thread's groups) and moves back — a few writes instead of an extra
-        exec. The memory group is joined by the child right after the fork instead (then every
-        process of the pids group is checked): a thread of ours inside a memory group at its limit
+        cgroup v1 groups threads: a long-lived spawner thread joins the pids and cpu groups, forks
+        (the child inherits the thread's groups) and moves back — a few cheap writes instead of an
+        extra exec. The thread must outlive its children: ``PR_SET_PDEATHSIG`` (bwrap's
+        ``--die-with-parent``) fires when the parent *thread* exits. The memory group is joined by
+        the child right after the fork instead: a thread of ours inside a memory group at its limit
         could make the kernel's OOM killer pick this whole process. cgroup v2 groups processes only:
         there the child is a tiny shell that moves itself, then execs ``argv``.
         """
         if self.version == 2:
             writes = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in self.procs_files())
             return subprocess.Popen(["/bin/sh", "-c", f'{writes} && exec "$@"', "rl-join", *argv], **kwargs)
-        tid = str(threading.get_native_id())
-        origin = _thread_groups()
-        joined = [c for c in _V1_CONTROLLERS if c != "memory"]
-        for c in joined:
-            _write(self._v1(c) / "tasks", tid)
-        try:
-            proc = subprocess.Popen(argv, **kwargs)
-        finally:
-            for c in joined:
-                _write(CGROUP_ROOT / c / origin.get(c, "/").lstrip("/") / "tasks", tid)
+        proc = _spawner.spawn(self, argv, kwargs)
         self._adopt_memory(proc.pid)
         return proc
 
@@ -182,12 +219,14 @@ class CgroupSet:
         return CGROUP_ROOT / controller / _PREFIX / self.relpath
 
     def _adopt_memory(self, pid: int) -> None:
+        """Move ``pid`` and anything it forked meanwhile into this memory group."""
         procs = self._v1("memory") / "cgroup.procs"
         with contextlib.suppress(ProcessLookupError, OSError):
             _write(procs, str(pid))
         for _ in range(10):
-            inside = _read_pids(self._v1("memory"))
-            strays = [p for p in _read_pids(self._v1("pids")) if p not in inside and p != _SELF]
+            inside = set(map(int, procs.read_text().split()))
+            strays = [int(p) for p in (self._v1("pids") / "cgroup.procs").read_text().split()]
+            strays = [p for p in strays if p not in inside and p != _SELF]
             if not strays:
                 return
             for p in strays:
@@ -216,27 +255,33 @@ class CgroupSet:
             return False
 
     def kill(self) -> None:
-        """SIGKILL every process in the group and its children, until none is left."""
+        """SIGKILL every process in the group and its children, until none is left.
+
+        v2 has ``cgroup.kill``. On v1, forking is stopped first by lowering the group's ``pids.max``
+        to 0 (restored afterwards), so nothing can fork while the kill loop runs.
+        """
         if self.version == 2:
             with contextlib.suppress(OSError):
                 _write(self.paths[0] / "cgroup.kill", "1")
-        freezer = None if self.version == 2 else CGROUP_ROOT / "freezer" / _PREFIX / self.relpath
-        for _ in range(200):
-            pids = [p for p in self.pids() if p != _SELF]
-            if not pids:
-                return
-            if freezer is not None:  # freeze so nothing can fork while we kill
+        limit_file = self._v1("pids") / "pids.max" if self.version == 1 else None
+        saved = None
+        try:
+            for _ in range(200):
+                pids = [p for p in self.pids() if p != _SELF]
+                if not pids:
+                    return
+                if limit_file is not None and saved is None:
+                    with contextlib.suppress(OSError):
+                        saved = limit_file.read_text().strip()
+                        _write(limit_file, "0")
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.0005)
+        finally:
+            if limit_file is not None and saved is not None:
                 with contextlib.suppress(OSError):
-                    _write(freezer / "freezer.state", "FROZEN")
-            for pid in pids:
-                if pid == _SELF:  # a thread of ours may be passing through the group while it spawns
-                    continue
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            if freezer is not None:
-                with contextlib.suppress(OSError):
-                    _write(freezer / "freezer.state", "THAWED")
-            time.sleep(0.001)
+                    _write(limit_file, saved)
 
     def remove(self, *, background: bool = True) -> None:
         """Remove the group (children first), retrying on EBUSY; in a daemon thread by default."""

@@ -226,7 +226,7 @@ class TaskDraft:
     checkpoints: tuple[Checkpoint, ...] = ()
     executables: frozenset[str] = frozenset()
     agent_timeout_sec: float = 600.0
-    max_steps: int = 50
+    max_steps: int = 30
     verifier_timeout_sec: float = 120.0
     memory_mb: int = 1024
     storage_mb: int = 256
@@ -344,6 +344,9 @@ class TaskFamily(ABC):
         draft = make(rng, level)
         draft.kind, draft.level = kind, level
         draft.name = f"{self.id}-{kind}-s{seed}-{index:04d}"
+        # Longer horizons get more room: steps and wall time grow with the level.
+        draft.max_steps = max(draft.max_steps, 20 + 20 * level)
+        draft.agent_timeout_sec = draft.agent_timeout_sec * (1 + level) / 2
         return draft
 
 

@@ -312,16 +312,30 @@ for path, digest in UNCHANGED.items():
 
 
 def _pytest_sh(pkg: str, src: str, tests: str, junit: str = "/tmp/junit.xml") -> str:
-    """Shell that copies only the package from ``src`` and the tests from ``tests``, then runs pytest."""
+    """Shell that copies only the package from ``src`` and the tests from ``tests``, then runs pytest.
+
+    pytest (and so the package or test code under evaluation) runs in its own session, and the whole
+    process group is killed afterwards, so nothing it started in the background outlives the run.
+    """
     return f"""rm -rf /tmp/grade && mkdir -p /tmp/grade/tests
 cp -R {src}/{pkg} /tmp/grade/{pkg} 2>/dev/null
 find /tmp/grade \\( -name conftest.py -o -name '*.pth' -o -name '*.pyc' \\) -type f -delete
 cp {tests}/test_*.py /tmp/grade/tests/ 2>/dev/null
 cd /tmp/grade
-PYTHONPATH="/tmp/grade${{PYTHONPATH:+:$PYTHONPATH}}" timeout 120 python3 -m pytest -q -p no:cacheprovider \\
-  -c /dev/null --rootdir=/tmp/grade --confcutdir=/tmp/grade --junitxml={junit} tests >/tmp/pytest.log 2>&1
+rm -f {junit}
+export PYTHONPATH="/tmp/grade${{PYTHONPATH:+:$PYTHONPATH}}"
+setsid -w sh -c 'echo $$ > /tmp/pytest.pgid; exec timeout 120 \\
+  python3 -m pytest -q -p no:cacheprovider -c /dev/null --rootdir=/tmp/grade --confcutdir=/tmp/grade \\
+  --junitxml={junit} tests' >/tmp/pytest.log 2>&1
+kill -9 -"$(cat /tmp/pytest.pgid)" 2>/dev/null
 tail -n 25 /tmp/pytest.log
 """
+
+
+#: Agent-influenced code runs during verification in code tasks, so the reward is decided in a shell
+#: variable and written once, last, after that code has been stopped.
+_WRITE_REWARD = 'echo "$R" > /logs/verifier/reward.txt\n'
+_GRADE_ONCE = "R=0\nif python3 -I /tests/grade.py; then R=1; fi\n" + _WRITE_REWARD
 
 
 def _project_files(pkg: str, sources: Mapping[str, str], tests: Mapping[str, str]) -> dict[str, str | bytes]:
@@ -397,8 +411,7 @@ def _bugfix(rng: random.Random, level: int) -> TaskDraft:
 Fix the bugs in the package so that every test passes. The tests are correct: do not edit, skip or
 delete them (the verifier runs its own copies of these tests; a skipped test counts as failed).
 {hint}"""
-    test_sh = TEST_SH_PRELUDE + _pytest_sh(pkg, "/app/proj", "/tests/hidden")
-    test_sh += "if python3 -I /tests/grade.py; then\n  echo 1 > /logs/verifier/reward.txt\nfi\n"
+    test_sh = TEST_SH_PRELUDE + _pytest_sh(pkg, "/app/proj", "/tests/hidden") + _GRADE_ONCE
     files = _project_files(pkg, buggy, tests)
     files.update({f"tests/hidden/{n}": t for n, t in tests.items()})
     files.update(
@@ -642,8 +655,7 @@ suite with edge cases. Standard library only.
         for line in hidden.splitlines()
         if line.startswith("def test_")
     )
-    test_sh = TEST_SH_PRELUDE + _pytest_sh(pkg, "/app/proj", "/tests/hidden")
-    test_sh += "if python3 -I /tests/grade.py; then\n  echo 1 > /logs/verifier/reward.txt\nfi\n"
+    test_sh = TEST_SH_PRELUDE + _pytest_sh(pkg, "/app/proj", "/tests/hidden") + _GRADE_ONCE
     files = _project_files(pkg, {"extra": stub_src}, {"test_examples.py": visible})
     files.update(
         {
@@ -726,16 +738,16 @@ def _testrepair(rng: random.Random, level: int) -> TaskDraft:
     sources = {m: _source(_UNITS[m], pkg, ()) for m in modules}
     unchanged = {f"/app/proj/{pkg}/{m}.py": sha256_hex(s) for m, s in sources.items()}
     all_ids = sorted(f"test_{m}::{t}" for m in modules for t, _, _ in cases[m])
-    test_sh = TEST_SH_PRELUDE + "# 1) the repaired tests pass on the pristine package from /tests\n"
+    test_sh = TEST_SH_PRELUDE + "R=0\ncheck() {\n"
+    test_sh += "# 1) the repaired tests pass on the pristine package from /tests\n"
     test_sh += _pytest_sh(pkg, "/tests/pristine", "/app/proj/tests")
-    test_sh += "python3 -I /tests/grade.py || exit 0\n"
+    test_sh += "python3 -I /tests/grade.py || return 0\n"
     test_sh += "# 2) and they still catch every mutant that only the broken tests caught\n"
     for i in range(len(mutants)):
         test_sh += _pytest_sh(pkg, f"/tests/mutants/{i}", "/app/proj/tests", junit=f"/tmp/mutant-{i}.xml")
-        test_sh += (
-            f"python3 -I /tests/killed.py /tmp/mutant-{i}.xml || {{ echo 'mutant {i} survived'; exit 0; }}\n"
-        )
-    test_sh += "echo 1 > /logs/verifier/reward.txt\n"
+        test_sh += f"python3 -I /tests/killed.py /tmp/mutant-{i}.xml || {{ echo 'mutant {i} survived'; "
+        test_sh += "return 0; }\n"
+    test_sh += "R=1\n}\ncheck\n" + _WRITE_REWARD
     killed_py = grader("""
 import xml.etree.ElementTree as ET
 try:
