@@ -42,9 +42,10 @@ LEVELS: dict[int, str] = {1: "easy", 2: "medium", 3: "hard"}
 #: The first lines of every generated ``tests/test.sh``.
 TEST_SH_PRELUDE = """#!/bin/sh
 # Hidden verifier: copied to /tests only after the agent has finished.
-# Reward 0 is written first and overwritten only on success; PATH is reset so that executables
-# planted in the workspace are never run; Python ignores the workspace (see the grader's docstring).
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Reward 0 is written first and overwritten only on success; PATH is reset (the read-only environment
+# image first, for python3 + pytest) so that executables planted in the workspace are never run;
+# Python ignores the workspace (see the grader's docstring).
+export PATH=/opt/ridgeline/image/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PYTHONDONTWRITEBYTECODE=1 PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1
 unset PYTHONSTARTUP PYTHONHOME PYTHONINSPECT PYTEST_ADDOPTS PYTEST_PLUGINS
 mkdir -p /logs/verifier
