@@ -122,6 +122,8 @@ def print_summary(s: dict[str, Any]) -> None:
     )
     t.add_row("cost", f"${s.get('cost_usd') or 0:.4f}")
     t.add_row("wall", f"{s.get('wall_s')} s")
+    for b in s.get("success_by_required_steps") or []:
+        t.add_row(f"  {b['label']} required steps", f"{_fmt_rate(b.get('pass_rate'))} (n={b.get('n')})")
     for d, v in (s.get("by_domain") or {}).items():
         t.add_row(f"  {d}", f"{_fmt_rate(v.get('pass_rate'))}{_ci(v.get('pass_rate_ci95'))} (n={v.get('n')})")
     console.print(t)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import UserError
-from ridgeline.eval.metrics import summarize
+from ridgeline.eval.metrics import success_by_required_steps, summarize
 from ridgeline.eval.trial import _write_json, run_trial
 from ridgeline.policies import PolicyConfig
 from ridgeline.sandbox.base import close_all
@@ -130,6 +130,8 @@ def run_eval(
     def write_results(final: bool) -> dict[str, Any]:
         trials = [records[i] for i in sorted(records)]
         summary: dict[str, Any] = summarize(trials, k) if trials else {"n_trials": 0}
+        if trials:
+            summary["success_by_required_steps"] = success_by_required_steps(trials)
         summary["trial_wall_s_total"] = summary.get("wall_s")
         summary["wall_s"] = round(time.monotonic() - started, 3)
         summary["complete"] = final and len(trials) == len(specs)
