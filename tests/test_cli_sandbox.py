@@ -73,3 +73,19 @@ def test_default_image_build_is_cached() -> None:
 def test_missing_extra_names_the_install_command() -> None:
     with pytest.raises(MissingExtraError, match=r"pip install 'ridgeline\[train\]'"):
         require("ridgeline_no_such_module", "train")
+
+
+def test_task_env_reaches_agent_and_verifier_sandboxes(tmp_path: Path) -> None:
+    p = scaffold_task("withenv", tmp_path)
+    (p / "task.toml").write_text(
+        (p / "task.toml").read_text() + '\n[ridgeline]\nenv = { GREETING = "hello, withenv" }\n'
+    )
+    (p / "solution" / "solve.sh").write_text('#!/bin/sh\nprintf "%s\\n" "$GREETING" > /app/greeting.txt\n')
+    (p / "tests" / "test.sh").write_text(
+        '#!/bin/sh\n[ "$(cat /app/greeting.txt)" = "$GREETING" ] && echo 1 > /logs/verifier/reward.txt '
+        "|| echo 0 > /logs/verifier/reward.txt\n"
+    )
+    from ridgeline.eval.trial import run_trial
+    from ridgeline.policies import parse_policy_spec
+
+    assert run_trial(load_task(p), parse_policy_spec("oracle"), tmp_path / "o")["passed"] is True

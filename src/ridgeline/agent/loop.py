@@ -435,6 +435,7 @@ def run_agent(
         sandbox=sb_config.model_dump(mode="json") if isinstance(sb_config, BaseModel) else {},
         limits=limits.model_dump(mode="json"),
         tools=toolset.names,
+        metadata={"tool_schemas": toolset.schemas()},
     )
     ep = _Episode(task_obj, sandbox, policy, limits, toolset, recorder, traj, answer_path)
     status = Status.OK

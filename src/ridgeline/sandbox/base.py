@@ -62,6 +62,8 @@ class SandboxConfig(BaseModel):
     #: "none" = host system layers only.
     image: str | None = None
     docker_image: str | None = None
+    #: A Dockerfile the container backend builds (its folder is the build context).
+    dockerfile: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
     binds: tuple[Bind, ...] = ()
     #: Host directory bound at /logs/agent (writable). None = a private empty one.
@@ -71,17 +73,17 @@ class SandboxConfig(BaseModel):
     verifier_logs_writable: bool = False
 
     @classmethod
-    def from_environment(cls, env: EnvironmentSection, **overrides: object) -> SandboxConfig:
+    def from_environment(cls, section: EnvironmentSection, **overrides: object) -> SandboxConfig:
         """Build a config from a task's ``[environment]`` section."""
         data: dict[str, object] = {
-            "workdir": env.workdir,
-            "memory_mb": env.memory_mb,
-            "storage_mb": env.storage_mb,
-            "pids": env.pids,
-            "cpus": env.cpus,
-            "allow_internet": env.allow_internet,
-            "image": env.image,
-            "docker_image": env.docker_image,
+            "workdir": section.workdir,
+            "memory_mb": section.memory_mb,
+            "storage_mb": section.storage_mb,
+            "pids": section.pids,
+            "cpus": section.cpus,
+            "allow_internet": section.allow_internet,
+            "image": section.image,
+            "docker_image": section.docker_image,
         }
         data.update(overrides)
         return cls.model_validate(data)

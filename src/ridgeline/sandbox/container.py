@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from pathlib import Path
 from typing import Self
 
 from ridgeline.errors import SandboxClosedError, SandboxError, SandboxUnavailableError
@@ -42,6 +43,22 @@ def engine(kind: str = "docker") -> str:
     return exe
 
 
+def _build(exe: str, dockerfile: Path) -> str:
+    """Build ``dockerfile`` (its folder is the context) once; the tag is its content hash."""
+    from ridgeline.tasks.hashing import hash_tree
+
+    tag = f"ridgeline-task:{hash_tree(dockerfile.parent).split(':')[-1]}"
+    if subprocess.run([exe, "image", "inspect", tag], capture_output=True).returncode != 0:
+        proc = subprocess.run(
+            [exe, "build", "-t", tag, "-f", str(dockerfile), str(dockerfile.parent)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise SandboxError(f"{exe} build of {dockerfile} failed: {proc.stderr.strip()[-1500:]}")
+    return tag
+
+
 class ContainerSandbox(Sandbox):
     """A sandbox backed by one container."""
 
@@ -57,6 +74,8 @@ class ContainerSandbox(Sandbox):
     def create(cls, config: SandboxConfig, *, snapshot: Snapshot | None = None) -> Self:
         exe = engine("podman" if config.type == "podman" else "docker")
         image = (snapshot.ref if snapshot is not None else None) or config.docker_image or DEFAULT_IMAGE
+        if snapshot is None and config.dockerfile is not None:
+            image = _build(exe, config.dockerfile)
         sb = cls(config, exe, image)
         sb._start()
         track(sb)

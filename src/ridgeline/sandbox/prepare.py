@@ -12,8 +12,15 @@ DEFAULT_SETUP_TIMEOUT = 600.0
 
 
 def task_sandbox_config(task: Task, **overrides: Any) -> SandboxConfig:
-    """The sandbox config for ``task``: its [environment] limits, workdir and image, and its files."""
-    return SandboxConfig.from_environment(task.spec.environment, files_dir=task.files_dir, **overrides)
+    """The sandbox config for ``task``: its [environment] limits, workdir and image, its files, its
+    ``[ridgeline] env``; tasks with a ``[ridgeline] dockerfile`` get the container backend."""
+    rl = task.spec.ridgeline
+    base: dict[str, Any] = {"files_dir": task.files_dir, "env": dict(rl.env)}
+    if rl.dockerfile:
+        base["type"] = "docker"
+        base["dockerfile"] = task.path / rl.dockerfile
+    base.update(overrides)
+    return SandboxConfig.from_environment(task.spec.environment, **base)
 
 
 def run_setup(task: Task, sandbox: Sandbox) -> None:

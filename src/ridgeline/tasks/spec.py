@@ -92,6 +92,12 @@ class RidgelineSection(_Section):
     checkpoints: tuple[Checkpoint, ...] = Field(default=(), strict=False)
     #: Files (relative to the workdir) that the tests read; the quality inspector checks them.
     test_reads: tuple[StrictStr, ...] = Field(default=(), strict=False)
+    #: Environment variables set for every command in the task's sandboxes (agent and verifier).
+    env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    #: A Dockerfile (relative to the task) for the container backend; such tasks need a container
+    #: engine, and ``container_reasons`` says why the local backend cannot run them.
+    dockerfile: StrictStr | None = None
+    container_reasons: tuple[StrictStr, ...] = Field(default=(), strict=False)
 
 
 class TaskSpec(BaseModel):
