@@ -1,0 +1,281 @@
+"""The trainer: RL and SFT updates, the policy gradient's direction, checkpoints, resume, LoRA, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch
+
+from _tiny_ckpt import make_tiny_checkpoint
+from ridgeline.errors import ConfigError, UserError
+from ridgeline.tasks.scaffold import scaffold_task
+from ridgeline.tools.builtin import default_toolset
+from ridgeline.train.advantages import group_advantages
+from ridgeline.train.config import AlgorithmConfig, config_from_dict
+from ridgeline.train.engine import Engine, TokenTrace
+from ridgeline.train.logging import read_metrics
+from ridgeline.train.trainer import Sample, Trainer, policy_update, sft_update, train
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny", seed=0)
+
+
+@pytest.fixture
+def engine(ckpt: Path) -> Engine:
+    return Engine(ckpt, device="cpu", seed=0)
+
+
+def _group(engine: Engine, n: int, *, new_tokens: int = 12) -> list[TokenTrace]:
+    prompt = engine.start([{"role": "user", "content": "Say something."}], None)
+    traces = [prompt.fork(seed=i) for i in range(n)]
+    engine.generate(traces, max_new_tokens=new_tokens, temperature=1.0)
+    engine.append(traces[0], [{"role": "tool", "content": "ok"}])  # a masked observation ...
+    engine.generate(traces[:1], max_new_tokens=4)  # ... then a second turn: multi-turn trace
+    return traces
+
+
+def _seq_logprob(engine: Engine, trace: TokenTrace) -> float:
+    [lp] = engine.logprobs([trace])
+    return sum(x for x, m in zip(lp, trace.loss_mask, strict=True) if m)
+
+
+def _params(model: Any) -> dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_one_rl_step_changes_weights_and_loss_is_finite(engine: Engine) -> None:
+    traces = _group(engine, 4)
+    adv = group_advantages([1.0, 0.0, 1.0, 0.0])
+    samples = [Sample(t, a) for t, a in zip(traces, adv.values, strict=True)]
+    before = _params(engine.model)
+    opt = torch.optim.AdamW(engine.model.parameters(), lr=1e-3)
+    algo = AlgorithmConfig(micro_batch_size=3, kl_coef=0.1)
+    ref = Engine(engine.path or "", device="cpu").model
+    stats = policy_update(engine.model, engine, opt, samples, algo, ref_model=ref, use_reference=True)
+    assert stats["updated"] == 1.0
+    for key in ("loss", "pg_loss", "kl_ref", "entropy", "grad_norm", "clip_fraction"):
+        assert key in stats and torch.isfinite(torch.tensor(stats[key])), key
+    assert stats["tokens"] == sum(t.n_generated() for t in traces)
+    assert stats["kl_ref"] == pytest.approx(0.0, abs=1e-5)  # the policy still equals the reference
+    after = _params(engine.model)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_masked_or_empty_batches_do_not_update(engine: Engine) -> None:
+    opt = torch.optim.AdamW(engine.model.parameters(), lr=1e-3)
+    prompt = engine.start([{"role": "user", "content": "hi"}], None)  # no generated token at all
+    assert policy_update(engine.model, engine, opt, [Sample(prompt, 1.0)], AlgorithmConfig()) == {
+        "updated": 0.0
+    }
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dr_grpo", "rloo"])
+def test_the_rewarded_episode_becomes_more_likely(engine: Engine, estimator: str) -> None:
+    traces = _group(engine, 4)
+    adv = group_advantages([1.0, 0.0, 0.0, 0.0], estimator)  # type: ignore[arg-type]
+    samples = [Sample(t, a) for t, a in zip(traces, adv.values, strict=True)]
+    start = [_seq_logprob(engine, t) for t in traces]
+    opt = torch.optim.AdamW(engine.model.parameters(), lr=3e-3)
+    algo = AlgorithmConfig(estimator=estimator, micro_batch_size=2, updates_per_batch=2)  # type: ignore[arg-type]
+    for _ in range(4):
+        policy_update(engine.model, engine, opt, samples, algo)
+    end = [_seq_logprob(engine, t) for t in traces]
+    assert end[0] > start[0] + 0.5
+    assert sum(end[1:]) < sum(start[1:])
+
+
+def test_sft_lowers_the_loss_on_assistant_tokens(engine: Engine) -> None:
+    msgs = [
+        {"role": "user", "content": "Greet."},
+        {"role": "assistant", "content": "", "tool_calls": [_tc("bash", {"command": "echo hi"})]},
+        {"role": "tool", "tool_call_id": "c", "content": "hi"},
+        {"role": "assistant", "content": "done", "tool_calls": [_tc("submit", {})]},
+    ]
+    trace = engine.encode_conversation(msgs, None)
+    assert 0 < trace.n_generated() < len(trace.token_ids)
+    opt = torch.optim.AdamW(engine.model.parameters(), lr=1e-2)
+    losses = [
+        sft_update(engine.model, engine, opt, [trace], micro_batch_size=1, max_grad_norm=1.0)["sft/loss"]
+        for _ in range(5)
+    ]
+    assert losses[-1] < losses[0] - 0.5
+
+
+def _tc(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def _sft_data(path: Path, n: int = 6) -> Path:
+    rows = []
+    for i in range(n):
+        msgs = [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": f"Write {i} to a file."},
+            {"role": "assistant", "content": "", "tool_calls": [_tc("bash", {"command": f"echo {i} > f"})]},
+            {"role": "tool", "tool_call_id": "c", "content": "exit code: 0"},
+            {"role": "assistant", "content": "", "tool_calls": [_tc("submit", {})]},
+        ]
+        rows.append({"messages": msgs, "tools": default_toolset().schemas()[:1]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _config(tmp_path: Path, ckpt: Path, **extra: Any) -> dict[str, Any]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    data = {
+        "output": str(tmp_path / "out"),
+        "seed": 3,
+        "model": {"path": str(ckpt), "device": "cpu"},
+        "optim": {"lr": 5e-3},
+        "checkpoint": {"every": 2},
+        "logging": {"plots": False},
+        "stages": [
+            {"type": "sft", "data": str(_sft_data(tmp_path / "sft.jsonl")), "batch_size": 2, "epochs": 2}
+        ],
+    }
+    data.update(extra)
+    return data
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_checkpoint_and_resume_reproduce_the_run(tmp_path: Path, ckpt: Path) -> None:
+    # an uninterrupted run of 6 SFT steps ...
+    full = config_from_dict(_config(tmp_path / "a", ckpt))
+    final_full = train(full)
+    # ... and one interrupted after step 4 (checkpoint at 4), then resumed
+    cfg = config_from_dict(_config(tmp_path / "b", ckpt))
+
+    def stop(metrics: dict[str, Any]) -> None:
+        if metrics["step"] == 4:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train(cfg, on_step=stop)
+    saved = torch.load(cfg.output / "checkpoints" / "step-000004" / "trainer_state.pt", weights_only=False)
+    with pytest.raises(UserError, match="--resume"):
+        Trainer(cfg)
+    resumed = Trainer(cfg, resume=True)
+    assert (resumed.step, resumed.stage_index, resumed.stage_step) == (4, 0, 4)
+    state = resumed.optimizer.state_dict()
+    assert state["state"].keys() == saved["optimizer"]["state"].keys()
+    for k, v in saved["optimizer"]["state"].items():
+        assert torch.equal(state["state"][k]["exp_avg"], v["exp_avg"])
+        assert int(state["state"][k]["step"]) == 4
+    final = resumed.run()
+    assert [r["step"] for r in read_metrics(cfg.output / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+    a = Engine(final_full, device="cpu").model.state_dict()
+    b = Engine(final, device="cpu").model.state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert (cfg.output / "checkpoints" / "latest").read_text() == "step-000006"
+    with pytest.raises(UserError, match="nothing to resume"):
+        Trainer(config_from_dict(_config(tmp_path / "c", ckpt)), resume=True)
+
+
+def test_lora_trains_only_adapters_and_saves_a_merged_model(tmp_path: Path, ckpt: Path) -> None:
+    lora = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    cfg = config_from_dict(_config(tmp_path, ckpt, model={"path": str(ckpt), "device": "cpu", "lora": lora}))
+    trainer = Trainer(cfg)
+    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    final = trainer.run()
+    merged = Engine(final, device="cpu").model.state_dict()
+    base = Engine(ckpt, device="cpu").model.state_dict()
+    assert set(merged) == set(base)  # a plain checkpoint, no adapter keys
+    changed = [k for k in base if not torch.equal(base[k], merged[k])]
+    assert changed and all("q_proj" in k or "v_proj" in k for k in changed)
+
+    bad = _config(tmp_path / "x", ckpt, model={"path": str(ckpt), "lora": {"target_modules": ["c_attn"]}})
+    with pytest.raises(ConfigError, match=r"model\.lora\.target_modules: c_attn") as err:
+        Trainer(config_from_dict(bad))
+    assert "\n" not in str(err.value)
+
+
+def test_rl_stage_end_to_end_with_resume(tmp_path: Path, ckpt: Path) -> None:
+    tasks = tmp_path / "tasks"
+    for name in ("alpha", "beta"):
+        scaffold_task(name, tasks)
+    rl = {
+        "type": "rl",
+        "steps": 2,
+        "tasks": {"dir": str(tasks)},
+        "rollout": {"group_size": 2, "groups_per_step": 2, "max_steps": 1, "max_new_tokens": 8},
+        "algorithm": {"kl_coef": 0.05, "mask_truncated": False},
+        "dynamic_sampling": {"enabled": True, "refill_budget": 1},
+        "fusion": {},
+        "curriculum": {"stages": [{"name": "all", "max_horizon": 50}]},
+    }
+    data = _config(
+        tmp_path, ckpt, stages=[rl], logging={"plots": True, "save_rollouts": True}, checkpoint={"every": 1}
+    )
+    cfg = config_from_dict(data)
+
+    def stop(metrics: dict[str, Any]) -> None:
+        if metrics["step"] == 1:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train(cfg, on_step=stop)
+    resumed = Trainer(cfg, resume=True)
+    assert (resumed.step, resumed.stage_index, resumed.stage_step) == (1, 0, 1)
+    assert set(resumed.stage_state) == {"curriculum", "fusion", "sampler"}
+    # a random policy never passes: every group is dropped, one refill is spent, no update is made
+    assert resumed.stage_state["sampler"]["totals"]["dropped_no_variance"] == 3
+    final = resumed.run()
+    assert (final / "config.json").is_file() and (final / "tokenizer.json").is_file()
+    rows = read_metrics(cfg.output / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("reward/mean", "pass_rate", "pass_rate/terminal", "len/generated_mean", "status/step_limit"):
+        assert key in rows[0], key
+    assert rows[0]["episodes"] == 6.0 and rows[0]["updated"] == 0.0
+    assert rows[1]["sampler/seen"] == 6.0  # the sampler's counters survived the resume
+    assert (cfg.output / "plots" / "reward.png").is_file()
+    assert len((cfg.output / "rollouts" / "step-000001.jsonl").read_text().splitlines()) == 6
+    events = [json.loads(x) for x in (cfg.output / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "sample" and e["reason"] for e in events)
+
+
+def test_cli_accepts_config_first_and_reports_errors_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[model]\npath = "x"\nbogus = 1\n[[stages]]\ntype = "sft"\ndata = "d.jsonl"\n')
+    for argv in (["train", str(bad)], ["train", "run", str(bad)]):
+        proc = subprocess.run(
+            [sys.executable, "-c", "from ridgeline.cli import main; main()", *argv],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "model.bogus: unknown key" in lines[0]
+
+
+@pytest.mark.gpu
+def test_training_runs_unchanged_on_cuda(tmp_path: Path, ckpt: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    engine = Engine(ckpt, device="auto", dtype="auto")
+    assert engine.device.type == "cuda"
+    traces = _group(engine, 4)
+    samples = [
+        Sample(t, a) for t, a in zip(traces, group_advantages([1.0, 0.0, 0.0, 1.0]).values, strict=True)
+    ]
+    opt = torch.optim.AdamW(engine.model.parameters(), lr=1e-3)
+    stats = policy_update(engine.model, engine, opt, samples, AlgorithmConfig(micro_batch_size=2))
+    assert stats["updated"] == 1.0 and torch.isfinite(torch.tensor(stats["loss"]))
+    cfg = config_from_dict(_config(tmp_path, ckpt, model={"path": str(ckpt), "device": "auto"}))
+    final = train(cfg)
+    assert [r["step"] for r in read_metrics(cfg.output / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+    assert (final / "config.json").is_file()
