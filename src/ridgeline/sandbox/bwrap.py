@@ -528,7 +528,13 @@ class BwrapSandbox(Sandbox):
         setenv: list[str] = []
         for k, v in (env or {}).items():
             setenv += ["--setenv", k, v]
+        # setpriv drops to the sandbox uid (mapped to root inside by bwrap). Changing uid with
+        # Popen(user=...) would force a fork() of this whole process instead of a vfork().
         argv = [
+            "/usr/bin/setpriv",
+            f"--reuid={SANDBOX_UID}",
+            f"--regid={SANDBOX_UID}",
+            "--clear-groups",
             *self._bwrap_args(),
             *setenv,
             "--info-fd",
@@ -549,9 +555,6 @@ class BwrapSandbox(Sandbox):
                 pass_fds=pass_fds,
                 bufsize=0,  # unbuffered: "ready" and "rc N" are read line by line, with select()
                 env={"PATH": "/usr/bin:/bin"},
-                user=SANDBOX_UID,
-                group=SANDBOX_UID,
-                extra_groups=[],
             )
         except OSError as exc:
             os.close(r)
