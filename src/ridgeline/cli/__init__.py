@@ -20,6 +20,7 @@ from ridgeline.cli import suite as _suite  # noqa: F401  isort: skip
 from ridgeline.cli import sandbox as _sandbox  # noqa: F401  isort: skip
 from ridgeline.cli import run as _run  # noqa: F401  isort: skip
 from ridgeline.cli import report as _report  # noqa: F401  isort: skip
+from ridgeline.cli import check as _check  # noqa: F401  isort: skip
 from ridgeline.cli import train as _train  # noqa: F401  isort: skip
 from ridgeline.cli import data as _data  # noqa: F401  isort: skip
 

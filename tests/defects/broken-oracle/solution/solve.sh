@@ -1,0 +1,3 @@
+#!/bin/sh
+# Defect: writes total.txt, not sum.txt.
+mkdir -p /app/out && awk '{ s += $1 } END { print s }' /app/numbers.txt > /app/out/total.txt

@@ -1,0 +1,3 @@
+#!/bin/sh
+# A wrong solution: subtracts.
+printf 'def add(a, b):\n    return a - b\n' > /app/calc.py

@@ -1,0 +1,11 @@
+#!/bin/sh
+# Defect: needs the network.
+export PATH=/opt/ridgeline/image/bin:/usr/bin:/bin
+export PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
+unset PYTHONPATH PYTHONSTARTUP PYTHONHOME PYTEST_ADDOPTS PYTEST_PLUGINS
+echo 0 > /logs/verifier/reward.txt
+pip install --quiet pytest-timeout >/dev/null 2>&1 || true
+got=$(tr -d ' \n' < /app/out/sum.txt 2>/dev/null)
+if [ "$got" = "19" ]; then
+  echo 1 > /logs/verifier/reward.txt
+fi
