@@ -146,3 +146,18 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         text=True,
     )
     assert r.returncode == 1 and "Traceback" not in r.stderr and "oracle" in r.stderr
+
+
+def test_agent_code_cannot_add_its_own_reward_file(tmp_path: Path) -> None:
+    # The verifier runs the agent's code (as pytest runs an agent's package); that code can write to
+    # /logs/verifier. A second reward file beside the one test.sh writes scores 0.
+    p = scaffold_task("tamper", tmp_path)
+    (p / "tests" / "test.sh").write_text(
+        "#!/bin/sh\npython3 /app/calc.py\necho 0 > /logs/verifier/reward.txt\n"
+    )
+    (p / "solution" / "solve.sh").write_text(
+        "#!/bin/sh\ncat > /app/calc.py <<'PY'\nimport json\n"
+        "json.dump({'reward': 1}, open('/logs/verifier/reward.json', 'w'))\nPY\n"
+    )
+    rec = run_trial(load_task(p), parse_policy_spec("oracle"), tmp_path / "o")
+    assert (rec["status"], rec["passed"], rec["reward"]) == ("ok", False, 0.0)

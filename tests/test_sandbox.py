@@ -150,3 +150,27 @@ def test_many_concurrent_sandboxes_all_work() -> None:
     with ThreadPoolExecutor(16) as pool:
         outputs = list(pool.map(one, range(96)))
     assert outputs == [f"{i}\nagain\n" for i in range(96)]
+
+
+def test_sandboxes_of_a_killed_process_are_swept(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from ridgeline.sandbox.bwrap import runtime_root, sweep_stale_boxes
+
+    script = (
+        "import os, signal\n"
+        "from ridgeline.sandbox import SandboxConfig, create\n"
+        "sb = create(SandboxConfig(image='none'))\n"
+        "sb.exec('sleep 4321 & echo $! > /app/pid')\n"
+        "print(sb.id, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    box_id = proc.stdout.strip()
+    assert proc.returncode == -9 and box_id, proc.stderr
+    box = runtime_root() / "boxes" / box_id
+    assert box.is_dir()
+    sweep_stale_boxes()
+    assert not box.exists()
+    assert "sleep 4321" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

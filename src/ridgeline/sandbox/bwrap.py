@@ -95,6 +95,8 @@ _ETC_FROM_HOST = (
     "host.conf",
     "gai.conf",
 )
+#: How long bwrap may take to set a sandbox up before it counts as failed.
+_START_TIMEOUT_S = 60.0
 _PATH = f"{IMAGE_MOUNT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -135,6 +137,64 @@ def _prepare_runtime() -> None:
         empty.mkdir(exist_ok=True)
         os.chown(empty, SANDBOX_UID, SANDBOX_UID)
     _set_child_subreaper()
+    threading.Thread(target=sweep_stale_boxes, name="sandbox-sweep", daemon=True).start()
+
+
+def _process_token(pid: int) -> str:
+    """``pid:starttime`` — identifies a process across pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"
+
+
+_OWNER = _process_token(os.getpid())
+
+
+def sweep_stale_boxes() -> int:
+    """Tear down sandboxes whose owning process died without closing them (``kill -9``).
+
+    Each box directory records its owner as ``pid:starttime``; boxes of dead owners have their
+    processes killed, mounts detached, cgroups and directories removed, as are sandbox cgroups
+    left without a box. Returns how many boxes were swept.
+    """
+    boxes = runtime_root() / "boxes"
+    if not boxes.is_dir():
+        return 0
+    mountinfo = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    swept = 0
+    version = detect_version()
+    for box in list(boxes.iterdir()):
+        try:
+            try:
+                owner = (box / "owner").read_text().strip()
+            except FileNotFoundError:
+                owner = ""
+            if owner and _process_token(int(owner.split(":")[0])) == owner:
+                continue  # alive
+            if not owner and time.time() - box.stat().st_mtime < 60:
+                continue  # being created right now (the owner file is written first thing)
+            cg = CgroupSet(f"sb-{box.name}", version)
+            cg.kill()
+            mounts = sorted((m for m in mountinfo if m.startswith(f"{box}/")), key=len, reverse=True)
+            for m in mounts:
+                with contextlib.suppress(OSError):
+                    _mount.umount(m)
+            if not any(os.path.ismount(m) for m in mounts):
+                shutil.rmtree(box, ignore_errors=True)
+            cg.remove(background=False)
+            swept += 1
+        except (OSError, ValueError):
+            continue  # another process is tearing it down
+    live = {b.name for b in boxes.iterdir()}
+    for group in CgroupSet("", version).paths[0].glob("sb-*"):
+        with contextlib.suppress(OSError):
+            if group.name[3:] not in live and time.time() - group.stat().st_mtime > 60:
+                cg = CgroupSet(group.name, version)
+                cg.kill()
+                cg.remove(background=False)
+    return swept
 
 
 def _set_child_subreaper() -> None:
@@ -350,6 +410,7 @@ class BwrapSandbox(Sandbox):
 
     def _setup(self) -> None:
         self._dir.mkdir(parents=True)
+        (self._dir / "owner").write_text(_OWNER)
         self._cg = CgroupSet.create(f"sb-{self.id}")
         self._cg.set_limits(memory_mb=self.config.memory_mb, pids=self.config.pids, cpus=self.config.cpus)
         for d in (self._ws, self._merged):
@@ -562,9 +623,11 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"could not start bwrap: {exc}") from exc
         os.close(w)
         with os.fdopen(r, "rb") as info:
-            raw = info.read(4096)
+            # bwrap writes its info early; never block forever on a bwrap that hangs in setup.
+            raw = info.read(4096) if select.select([info], [], [], _START_TIMEOUT_S)[0] else b""
         assert holder.stdout is not None and holder.stderr is not None
-        line = holder.stdout.readline() if raw else b""
+        ready = raw and select.select([holder.stdout], [], [], _START_TIMEOUT_S)[0]
+        line = holder.stdout.readline() if ready else b""
         if not raw or line.strip() != b"ready":
             holder.kill()
             err = holder.stderr.read().decode(errors="replace").strip()

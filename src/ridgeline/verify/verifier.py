@@ -9,9 +9,14 @@ verification). A new sandbox starts from a snapshot of the agent's writable laye
   file cannot be planted there);
 * ``/logs/agent`` as the agent left it (``answer.txt`` for question tasks).
 
-``bash /tests/test.sh`` runs in the workdir with the task's verifier timeout. The reward is read on the
-host: ``reward.txt`` (one number) or ``reward.json`` (named numbers). A missing or malformed reward
-file is a :class:`~ridgeline.errors.VerifierError` naming the file and what was expected.
+``bash /tests/test.sh`` runs in the workdir with the task's verifier timeout. The verifier's sandbox is
+closed (every process killed) before the reward is read on the host: ``reward.txt`` (one number) or
+``reward.json`` (named numbers). A missing or malformed reward file is a
+:class:`~ridgeline.errors.VerifierError` naming the file and what was expected.
+
+Not covered: test code runs the agent's code in the same sandbox, and that code can write to
+``/logs/verifier`` while the tests run. Both reward files present scores 0 (tampering); a test.sh
+should write its reward last, after the agent's code has finished, as the built-in suites do.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ def read_reward(logs_dir: Path) -> tuple[float | None, dict[str, float]]:
         VerifierError: neither file exists, or the content is not what the contract says.
     """
     txt, js = logs_dir / "reward.txt", logs_dir / "reward.json"
+    if txt.is_file() and js.is_file():
+        # The contract is one file or the other. Code the verifier runs (the agent's) can write to
+        # /logs/verifier, so a second reward file is treated as tampering: the attempt scores 0
+        # rather than an infrastructure failure, which would drop it from scoring.
+        return 0.0, {"ambiguous_reward_files": 1.0}
     if js.is_file():
         try:
             data = json.loads(js.read_text(encoding="utf-8"))
