@@ -382,6 +382,7 @@ class BwrapSandbox(Sandbox):
         self._holder: subprocess.Popen[bytes] | None = None
         self._holder_pid = 0
         self._exec_ids = itertools.count()
+        self._nsenter_used = False
         self._mounted: list[str] = []
         self._binds: list[str] = []
         self._cg: CgroupSet | None = None
@@ -529,8 +530,11 @@ class BwrapSandbox(Sandbox):
             _reap(self._holder_pid)
             self._holder = None
             self._holder_pid = 0
-        if self._cg is not None:
+        # Commands entered with nsenter leave host-side parents (and any process that escaped the
+        # namespace) in their cgroups; a sandbox that only ran its first command has none.
+        if self._cg is not None and (self._nsenter_used or kill_first):
             self._cg.kill()
+            self._nsenter_used = False
 
     # ----------------------------------------------------------------- holder
     def _bwrap_args(self) -> list[str]:
@@ -746,6 +750,7 @@ class BwrapSandbox(Sandbox):
                     self._start_holder()
                 group = self._cg.child(f"x{next(self._exec_ids)}")
                 holder_pid = self._holder_pid
+                self._nsenter_used = True
             full = [
                 "/usr/bin/nsenter",
                 "-t",

@@ -29,6 +29,7 @@ from ridgeline.errors import SandboxUnavailableError
 CGROUP_ROOT = Path(os.environ.get("RIDGELINE_CGROUP_ROOT", "/sys/fs/cgroup"))
 _PREFIX = "ridgeline"
 _SELF = os.getpid()
+_HAS_MEMSW = (CGROUP_ROOT / "memory" / "memory.memsw.limit_in_bytes").exists()
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 #: v1 controllers a spawning thread joins (memory is joined by the child; see CgroupSet.popen).
 _THREAD_CONTROLLERS = ("pids", "cpu")
@@ -108,12 +109,16 @@ _spawner = _Spawner()
 def _read_pids(group: Path) -> set[int]:
     """Pids in ``group`` and its descendants."""
     out: set[int] = set()
-    try:
-        for f in group.rglob("cgroup.procs"):
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                out.update(int(x) for x in f.read_text().split())
-    except FileNotFoundError:
-        pass
+    stack = [str(group)]
+    while stack:
+        d = stack.pop()
+        try:
+            with open(f"{d}/cgroup.procs") as f:
+                out.update(int(x) for x in f.read().split())
+            with os.scandir(d) as it:
+                stack.extend(e.path for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return out
 
 
@@ -187,7 +192,7 @@ class CgroupSet:
             _write(self._file("cpu", "", "cpu.max"), f"{int(cpus * period)} {period}")
         else:
             _write(self._file("memory", "memory.limit_in_bytes", ""), str(mem))
-            with contextlib.suppress(OSError):  # only present with swap accounting
+            if _HAS_MEMSW:  # only present with swap accounting
                 _write(self._file("memory", "memory.memsw.limit_in_bytes", ""), str(mem))
             _write(self._file("pids", "pids.max", ""), str(pids))
             _write(self._file("cpu", "cpu.cfs_period_us", ""), "100000")
