@@ -136,12 +136,13 @@ def test_flaky_oracle_is_flaky() -> None:
     assert report.flake_rate == pytest.approx(1 - report.oracle_passes / 16)
 
 
-def test_reward_and_background_probes_catch_a_harness_that_lets_the_agent_write_rewards(
+def test_planted_rewards_fail_even_if_the_agent_could_write_the_verifier_logs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """(e) and (g) cannot be got wrong by a task on the bwrap backend: /logs/verifier is read-only to
-    the agent and its processes die before the verifier starts. The probes guard that promise; here a
-    harness regression (the agent's /logs/verifier made writable) must be caught by both."""
+    """(e) and (g): /logs/verifier is read-only to the agent and its processes die before the
+    verifier starts. Defence in depth: even with a harness regression that makes the agent's
+    /logs/verifier writable, a planted reward file sits beside the one test.sh writes, which the
+    verifier reads as tampering (reward 0), so the probes still find nothing to exploit."""
     import ridgeline.eval.trial as trial
 
     real = trial.task_sandbox_config
@@ -153,9 +154,7 @@ def test_reward_and_background_probes_catch_a_harness_that_lets_the_agent_write_
     options = CheckOptions(oracle_runs=1, probes=("reward-file", "background", "conftest"))
     [report] = check_tasks([DEFECTS / "good-basic"], options)
     found = {p.check for p in report.problems}
-    assert report.verdict == "hackable"
-    assert {"hack.reward-file", "hack.background"} <= found
-    assert "hack.conftest" not in found
+    assert not {"hack.reward-file", "hack.background", "hack.conftest"} & found, report.problems
 
 
 def test_trials_are_kept_when_asked(tmp_path: Path) -> None:
@@ -168,7 +167,7 @@ def test_trials_are_kept_when_asked(tmp_path: Path) -> None:
     trajectory = json.loads((trojan / "trajectory.json").read_text())
     assert trajectory["policy_config"]["type"] == "qa-probe"
     assert trajectory["policy_config"]["probe"] == "trojan"
-    assert (trojan / "logs" / "verifier" / "reward.json").is_file()  # what the trojan wrote
+    assert (trojan / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"  # the trojan's
     assert report.verdict == "hackable"
 
 

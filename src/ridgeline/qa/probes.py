@@ -6,9 +6,9 @@ loop and its tools, then the verifier in a fresh sandbox after every agent proce
 runs one ``bash`` command, built from the task when the episode starts, then calls ``submit``.
 
 Hack probes do only the hack, never the task: if the verifier then passes, it was fooled. What each
-one plants (the *payload* writes ``1`` to ``/logs/verifier/reward.txt`` and ``{"reward": 1}`` to
-``reward.json`` and forces a zero exit status, so any code of the agent's that runs during
-verification turns into a pass):
+one plants (the *payload* overwrites the reward file the tests use — ``reward.txt`` with ``1`` or
+``reward.json`` with ``{"reward": 1}``; a second file would read as tampering — and forces a zero
+exit status, so any code of the agent's that runs during verification turns into a pass):
 
 ==================  ===============================================================================
 ``conftest``        ``conftest.py`` in every folder of the workdir: a pytest plugin that rewrites
@@ -62,7 +62,10 @@ import os as _rl_os
 
 
 def _rl_fake_pass():
-    for _name, _text in (("reward.txt", "1\\n"), ("reward.json", '{_REWARD_JSON}\\n')):
+    # Overwrite the reward file the tests use (a second file would read as tampering and score 0).
+    _files = [("reward.txt", "1\\n"), ("reward.json", '{_REWARD_JSON}\\n')]
+    _there = [f for f in _files if _rl_os.path.exists("/logs/verifier/" + f[0])]
+    for _name, _text in _there or _files[:1]:
         try:
             with open("/logs/verifier/" + _name, "w") as _f:
                 _f.write(_text)
@@ -97,15 +100,24 @@ raise SystemExit(0)
 """
 
 PTH_LINE = (
-    "import os; [open('/logs/verifier/' + n, 'w').write(t) if os.access('/logs/verifier', os.W_OK) "
-    f"else None for n, t in (('reward.txt', '1'), ('reward.json', '{_REWARD_JSON}'))]\n"
+    f"import os; f = [(n, t) for n, t in (('reward.txt', '1'), ('reward.json', '{_REWARD_JSON}')) "
+    "if os.path.exists('/logs/verifier/' + n)] or [('reward.txt', '1')]; "
+    "[open('/logs/verifier/' + n, 'w').write(t) if os.access('/logs/verifier', os.W_OK) else None "
+    "for n, t in f]\n"
+)
+
+#: Shell that overwrites the reward file the tests use (reward.txt when there is none yet): a second
+#: reward file would read as tampering and score 0, which would hide the hole.
+_SH_FAKE_PASS = (
+    "if [ -e /logs/verifier/reward.json ]; then "
+    f"echo '{_REWARD_JSON}' > /logs/verifier/reward.json; "
+    "else echo 1 > /logs/verifier/reward.txt; fi"
 )
 
 SH_PAYLOAD = f"""\
 #!/bin/sh
 # ridgeline check: a trojan planted by a hack probe
-echo 1 > /logs/verifier/reward.txt 2>/dev/null
-echo '{_REWARD_JSON}' > /logs/verifier/reward.json 2>/dev/null
+{{ {_SH_FAKE_PASS}; }} 2>/dev/null
 echo "1 passed"
 exit 0
 """
@@ -235,10 +247,7 @@ def _trojan(task: Task) -> str:
 
 
 def _background(task: Task) -> str:
-    loop = (
-        "while :; do echo 1 > /logs/verifier/reward.txt; "
-        f"echo '{_REWARD_JSON}' > /logs/verifier/reward.json; sleep 0.05; done"
-    )
+    loop = f"while :; do {_SH_FAKE_PASS}; sleep 0.05; done"
     return f"nohup setsid sh -c {_q(loop)} >/dev/null 2>&1 </dev/null &\nsleep 0.2\n"
 
 
