@@ -93,7 +93,8 @@ def check_semantics(task_dir: Path, scratch: Path) -> None:
 
 def test_registry_lists_every_family_and_starter() -> None:
     ids = [s.id for s in list_suites()]
-    assert ids == sorted([*FAMILY_SUITES, "starter-v1"])
+    drills = [f"drills-{d}-v1" for d in ("code", "finance", "longctx", "scene", "terminal")]
+    assert ids == sorted([*FAMILY_SUITES, *drills, "starter-v1", "quickstart-v1"])
     assert get_suite("terminal") is get_suite("terminal-v1")
     assert set(get_suite("starter").domains) == {"terminal", "code", "finance", "scene", "longctx"}
 

@@ -1,8 +1,10 @@
 """Task suites: named, versioned (``name-vN``) seeded generators of task directories.
 
 Each procedural family (``terminal``, ``code``, ``finance``, ``scene``, ``longctx``) is a suite of its
-own; ``starter`` mixes all of them. A suite's tasks are a pure function of ``(suite version, seed,
-n)``: building twice gives byte-identical directories.
+own; ``starter`` mixes all of them. The ``drills-*`` families are short-horizon tasks a tiny
+policy can learn; ``quickstart`` mixes them (see :mod:`ridgeline.tasks.suites.drills`). A suite's
+tasks are a pure function of ``(suite version, seed, n)``: building twice gives byte-identical
+directories.
 
 Example:
     >>> from ridgeline.tasks.suites import get_suite
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ridgeline.errors import UserError
-from ridgeline.tasks.suites import code, finance, longctx, scene, terminal  # noqa: F401  (registration)
+from ridgeline.tasks.suites import code, drills, finance, longctx, scene, terminal  # noqa: F401  (registration)
 from ridgeline.tasks.suites.base import FAMILIES, LEVELS, TaskDraft, TaskFamily, write_task
+from ridgeline.tasks.suites.drills import DRILL_FAMILIES, QUICKSTART_DOMAINS, quickstart_plan
 from ridgeline.tasks.suites.starter import STARTER_DOMAINS, starter_plan
 
 __all__ = [
@@ -85,6 +88,17 @@ def _suites() -> dict[str, Suite]:
         plan=lambda n, seed: starter_plan(by_name, n, seed),
     )
     suites[starter.id] = starter
+    quick = Suite(
+        name="quickstart",
+        version=1,
+        description="Short-horizon drills in every domain at every level: what `ridgeline quickstart` "
+        "trains and evaluates a tiny policy on.",
+        domains=QUICKSTART_DOMAINS,
+        default_n=100,
+        families=tuple(by_name[DRILL_FAMILIES[d]] for d in QUICKSTART_DOMAINS),
+        plan=lambda n, seed: quickstart_plan(by_name, n, seed),
+    )
+    suites[quick.id] = quick
     return dict(sorted(suites.items()))
 
 

@@ -1,0 +1,147 @@
+"""``ridgeline quickstart``: demos with real observations, the SFT, curves, the report, the pipeline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline.tasks import load_task
+from ridgeline.tasks.suites import build_suite
+from ridgeline.train.quickstart import (
+    QuickstartOptions,
+    SFTSettings,
+    bootstrap_from_demos,
+    read_curves,
+    record_demos,
+    run_quickstart,
+)
+from ridgeline.train.quickstart_report import write_quickstart_html
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def demo_tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return build_suite("quickstart", 10, 4, tmp_path_factory.mktemp("q") / "tasks")
+
+
+def test_demos_carry_the_observations_the_sandbox_printed(demo_tasks: list[Path], tmp_path: Path) -> None:
+    tasks = [load_task(p) for p in demo_tasks]
+    demos = record_demos(tasks, tmp_path / "demos", concurrency=4)
+    assert len(demos) == len(tasks) and all(d["passed"] and not d["noisy"] for d in demos)
+    by_task = {d["task"]: d for d in demos}
+    for task in tasks:
+        messages = by_task[task.name]["messages"]
+        assert [m["role"] for m in messages][:5] == ["system", "user", "assistant", "tool", "assistant"]
+        observation = messages[3]["content"]
+        kind = task.spec.metadata["kind"]
+        if kind == "lookup":
+            key = messages[1]["content"].split("code of `")[1].split("`")[0]
+            line = next(
+                x for x in (task.files_dir / "notes.txt").read_text().splitlines() if x.startswith(key + ":")
+            )
+            assert observation == f"exit code: 0\nstdout:\n{line}\n"
+        elif kind == "read":
+            assert "stdout:\n" in observation
+            answer = json.loads(messages[4]["tool_calls"][0]["function"]["arguments"])["answer"]
+            assert answer in observation
+        elif kind in ("fix", "rename", "recolor", "move", "write"):
+            assert observation == "exit code: 0\n(no output)"
+        else:  # balance, ledger, count: the number printed is the number submitted
+            answer = json.loads(messages[4]["tool_calls"][0]["function"]["arguments"])["answer"]
+            assert observation == f"exit code: 0\nstdout:\n{answer}\n"
+
+
+def test_noisy_demos_are_perturbed_and_self_consistent(demo_tasks: list[Path], tmp_path: Path) -> None:
+    tasks = [load_task(p) for p in demo_tasks]
+    demos = record_demos(tasks, tmp_path / "demos", noise=1.0, seed=3, concurrency=4)
+    assert demos and all(d["noisy"] for d in demos)
+    assert any(not d["passed"] for d in demos)
+
+
+def test_sft_on_demos_lowers_the_loss_and_saves_a_checkpoint(demo_tasks: list[Path], tmp_path: Path) -> None:
+    tasks = [load_task(p) for p in demo_tasks]
+    demos = record_demos(tasks, tmp_path / "demos", concurrency=4)
+    settings = SFTSettings(epochs=3, vocab_size=400, hidden=32, heads=2, lr=1e-2)
+    info = bootstrap_from_demos(demos, tmp_path / "policy", settings)
+    assert info["sft"]["loss_last"] < info["sft"]["loss_first"]
+    assert (tmp_path / "policy" / "config.json").is_file()
+
+
+def test_curves_come_from_the_trainer_metrics(tmp_path: Path) -> None:
+    rows = [
+        {
+            "kind": "rl",
+            "step": 1,
+            "reward/mean": 0.25,
+            "pass_rate": 0.25,
+            "kl": 0.0,
+            "len/generated_mean": 30,
+        },
+        {"kind": "rl", "step": 2, "reward/mean": 0.5, "pass_rate": 0.5, "len/generated_mean": 28},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curves = read_curves(tmp_path / "metrics.jsonl")
+    assert curves["step"] == [1.0, 2.0]
+    assert curves["reward"] == [0.25, 0.5] and curves["kl"] == [0.0, None]
+    assert curves["generated_tokens"] == [30.0, 28.0]
+
+
+def test_summary_page_shows_before_after_domains_curves_and_phases(tmp_path: Path) -> None:
+    run = {
+        "pass_rate": 0.3,
+        "pass_rate_ci95": [0.2, 0.4],
+        "by_domain": {"code": {"n": 4, "pass_rate": 0.25, "pass_rate_ci95": [0.0, 0.7]}},
+        "by_difficulty": {"easy": {"n": 4, "pass_rate": 0.5, "pass_rate_ci95": [0.1, 0.9]}},
+    }
+    result = {
+        "suite": "quickstart-v1",
+        "train": {"n": 10, "seed": 1},
+        "heldout": {"n": 4, "seed": 2},
+        "before": run,
+        "after": {**run, "pass_rate": 0.5},
+        "compare": {"verdict": "better", "diff": 0.2, "diff_ci95": [0.1, 0.3], "p": 0.01},
+        "curves": {"step": [1.0, 2.0], "reward": [0.1, 0.3]},
+        "phases": {"build": 1.0, "total": 2.0},
+    }
+    page = write_quickstart_html(result, tmp_path / "q.html").read_text()
+    assert "30.0%" in page and "50.0%" in page and "<svg" in page and "code" in page and "build" in page
+
+
+def _assert_quickstart_json(out: Path) -> None:
+    data = json.loads((out / "quickstart.json").read_text())
+    for run in ("before", "after"):
+        assert {"pass_rate", "pass_rate_ci95", "by_domain", "by_difficulty"} <= set(data[run])
+    assert {"verdict", "diff", "diff_ci95", "p"} <= set(data["compare"])
+    assert {"reward", "pass_rate", "kl", "entropy", "generated_tokens"} <= set(data["curves"])
+    assert {"build", "check", "demos", "sft", "eval_before", "grpo", "eval_after", "total"} <= set(
+        data["phases"]
+    )
+    assert (out / "quickstart.html").is_file() and (out / "eval-after" / "report.html").is_file()
+
+
+def test_end_to_end_smoke(tmp_path: Path) -> None:
+    opts = QuickstartOptions(
+        output=tmp_path / "qs",
+        n_train=10,
+        n_eval=5,
+        check_sample=2,
+        sft=SFTSettings(epochs=1, vocab_size=400, hidden=32, heads=2),
+        steps=1,
+        group_size=2,
+        groups_per_step=2,
+        max_new_tokens=24,
+        concurrency=4,
+    )
+    result = run_quickstart(opts)
+    assert result["heldout"]["n"] == 5
+    _assert_quickstart_json(tmp_path / "qs")
+
+
+def test_same_seeds_are_refused(tmp_path: Path) -> None:
+    from ridgeline.errors import UserError
+
+    with pytest.raises(UserError, match="held-out seed"):
+        run_quickstart(QuickstartOptions(output=tmp_path / "x", train_seed=3, eval_seed=3))
