@@ -42,6 +42,7 @@ that copy over the base, so a group of rollouts starts from one prepared state w
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -132,6 +133,16 @@ def _prepare_runtime() -> None:
     for sub in ("boxes", "layers", "snapshots"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o711)
+    boxes = root / "boxes"
+    # Box directories hold only mount points and small logs: keep their churn off the disk. The lock
+    # keeps two processes starting at once from stacking two tmpfs mounts.
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.ismount(boxes):
+            with contextlib.suppress(OSError):
+                _mount.mount(
+                    "tmpfs", str(boxes), "tmpfs", _mount.MS_NOSUID | _mount.MS_NODEV, "size=64m,mode=0711"
+                )
     empty = root / "layers" / "empty"
     if not empty.exists():
         empty.mkdir(exist_ok=True)
@@ -187,10 +198,11 @@ def sweep_stale_boxes() -> int:
             swept += 1
         except (OSError, ValueError):
             continue  # another process is tearing it down
-    live = {b.name for b in boxes.iterdir()}
+    # A live sandbox creates its box directory before its cgroup, so a cgroup whose box is gone (checked
+    # right before acting, not from an earlier listing) belongs to no live sandbox.
     for group in CgroupSet("", version).paths[0].glob("sb-*"):
         with contextlib.suppress(OSError):
-            if group.name[3:] not in live and time.time() - group.stat().st_mtime > 60:
+            if not (boxes / group.name[3:]).exists():
                 cg = CgroupSet(group.name, version)
                 cg.kill()
                 cg.remove(background=False)
