@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _cli import run_cli
 from ridgeline.agent.status import Status
 from ridgeline.agent.trajectory import Compaction, ObservationRecord, RecordedToolCall, Step, Trajectory
-from ridgeline.cli import main
 from ridgeline.errors import UserError
 from ridgeline.qa.filter import DROP_REASONS, call_signature, filter_runs, protected_mentions
 from ridgeline.tools import default_toolset
@@ -23,19 +22,6 @@ needs_sandbox = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="the bwrap backend needs bubblewrap and root"
 )
 BUILTIN_TOOLS = ["bash", "read_file", "write_file", "edit_file", "submit"]
-
-
-def run_cli(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["ridgeline", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 # -- synthetic runs ---------------------------------------------------------------------------------

@@ -7,14 +7,13 @@ import json
 import os
 import re
 import shutil
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ridgeline.cli import main
+from _cli import run_cli
 from ridgeline.errors import UserError
 from ridgeline.tasks import hash_tree, load_task
 from ridgeline.tasks.importers import ImportReport, import_tasks, list_importers, task_dir_name
@@ -31,19 +30,6 @@ HUMANEVAL = FIXTURES / "humaneval" / "problems.jsonl"
 needs_sandbox = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="the bwrap backend needs bubblewrap and root"
 )
-
-
-def run_cli(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["ridgeline", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 def toml(path: Path) -> dict[str, Any]:

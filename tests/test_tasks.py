@@ -8,24 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.cli import main
+from _cli import run_cli
 from ridgeline.errors import TaskError, UserError
 from ridgeline.tasks import hash_tree, load_task
 from ridgeline.tasks.scaffold import scaffold_task
-
-
-def run_cli(
-    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str]:
-    """Run ``ridgeline ARGS`` through the real entry point; return (exit code, stdout + stderr)."""
-    monkeypatch.setattr(sys, "argv", ["ridgeline", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 @pytest.fixture
