@@ -1,6 +1,6 @@
 """Test helper: a tiny, randomly initialised Llama checkpoint with a character-level tokenizer.
 
-The tokenizer knows the ChatML markers as single special tokens, so :class:`ridgeline.train.engine.Engine`
+The tokenizer knows the ChatML markers as single special tokens, so :class:`ridgeline.policies.engine.Engine`
 accepts the checkpoint. Nothing is downloaded.
 """
 

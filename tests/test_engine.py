@@ -17,16 +17,16 @@ import torch
 
 from ridgeline.errors import ConfigError
 from ridgeline.policies.base import ContextLengthExceeded, PolicyOutput, ToolCall
-from ridgeline.tools import default_toolset
-from ridgeline.train import tiny
-from ridgeline.train.chat import (
+from ridgeline.policies.chat import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     parse_assistant,
     render_message,
     render_messages,
 )
-from ridgeline.train.engine import Engine, TokenTrace
+from ridgeline.policies.engine import Engine, TokenTrace
+from ridgeline.tools import default_toolset
+from ridgeline.train import tiny
 
 TOOLS = default_toolset().schemas()
 
@@ -352,7 +352,7 @@ def test_fork_copies_the_trace() -> None:
 
 
 def test_gradients_flow_through_collate_and_gather(engine: Engine) -> None:
-    from ridgeline.train.engine import gather_logprobs
+    from ridgeline.policies.engine import gather_logprobs
 
     traces = [engine.start(p, TOOLS) for p in _prompts(2)]
     ids, mask, pos = engine.collate(traces)

@@ -16,12 +16,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ridgeline.agent import AgentLimits, Status, run_agent
 from ridgeline.errors import ConfigError
 from ridgeline.policies import build_policy, parse_policy_spec
+from ridgeline.policies.chat import render_messages
+from ridgeline.policies.engine import Engine
 from ridgeline.policies.hf import HFConfig, HFPolicy
 from ridgeline.sandbox.base import Sandbox
 from ridgeline.tools import default_toolset
 from ridgeline.train import tiny
-from ridgeline.train.chat import render_messages
-from ridgeline.train.engine import Engine
 
 TOOLS = default_toolset().schemas()
 START = [

@@ -13,11 +13,11 @@ pytest.importorskip("transformers")
 
 from _tiny_ckpt import make_tiny_checkpoint
 from ridgeline.agent.status import Status
+from ridgeline.policies.engine import Engine, Generation, TokenTrace
 from ridgeline.tasks.loader import Task, load_task
 from ridgeline.tasks.scaffold import scaffold_task
 from ridgeline.train.advantages import group_advantages
 from ridgeline.train.config import AlgorithmConfig, RolloutConfig
-from ridgeline.train.engine import Engine, Generation, TokenTrace
 from ridgeline.train.rollout import collect
 from ridgeline.train.trainer import rl_samples
 

@@ -16,11 +16,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ridgeline.cli.tiny import tiny_command
 from ridgeline.errors import UserError
 from ridgeline.policies import build_policy, parse_policy_spec
+from ridgeline.policies.chat import parse_assistant, render_messages
+from ridgeline.policies.engine import Engine
 from ridgeline.policies.hf import HFConfig, HFPolicy
 from ridgeline.tasks.suites import build_suite
 from ridgeline.train import tiny
-from ridgeline.train.chat import parse_assistant, render_messages
-from ridgeline.train.engine import Engine
 
 SCRIPT = """#!/bin/sh
 # make the output folder

@@ -17,11 +17,11 @@ import torch
 
 from _tiny_ckpt import make_tiny_checkpoint
 from ridgeline.errors import ConfigError, UserError
+from ridgeline.policies.engine import Engine, TokenTrace
 from ridgeline.tasks.scaffold import scaffold_task
 from ridgeline.tools.builtin import default_toolset
 from ridgeline.train.advantages import group_advantages
 from ridgeline.train.config import AlgorithmConfig, config_from_dict
-from ridgeline.train.engine import Engine, TokenTrace
 from ridgeline.train.logging import read_metrics
 from ridgeline.train.trainer import Sample, Trainer, policy_update, sft_update, train
 

@@ -7,12 +7,12 @@ Spec: ``hf:PATH`` (a checkpoint folder), or a TOML file::
     temperature = 1.0
     max_new_tokens = 512
 
-Each episode keeps one :class:`~ridgeline.train.engine.TokenTrace`: the first :meth:`HFPolicy.act`
+Each episode keeps one :class:`~ridgeline.policies.engine.TokenTrace`: the first :meth:`HFPolicy.act`
 starts it from the messages, every later call appends only the messages added since the previous call
 (the tool observations and reminders after the assistant turn this policy produced) and generates. So
 ``PolicyOutput.token_ids`` are exactly the sampled ids, and the prompt of each turn is the exact token
 sequence of the episode so far (``prompt_token_ids``). Tool calls are parsed by
-:func:`ridgeline.train.chat.parse_assistant` and validated by the agent loop like any policy's.
+:func:`ridgeline.policies.chat.parse_assistant` and validated by the agent loop like any policy's.
 
 Compaction. When the loop compacts the context (old observations replaced by stubs), the messages no
 longer extend the ones this policy last saw; the trace then restarts from the rewritten messages, with
@@ -53,9 +53,9 @@ from ridgeline.policies.base import (
 from ridgeline.policies.spec import PolicyConfig, register_policy
 
 if TYPE_CHECKING:
+    from ridgeline.policies.engine import Engine, Generation, TokenTrace
     from ridgeline.sandbox.base import Sandbox
     from ridgeline.tasks.loader import Task
-    from ridgeline.train.engine import Engine, Generation, TokenTrace
 
 #: Checkpoint files whose identity enters the digest.
 _FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".jinja")
@@ -198,7 +198,7 @@ _engines_lock = threading.Lock()
 
 def shared_engine(config: HFConfig) -> _SharedEngine:
     """The process-wide engine for ``config``'s checkpoint, device and dtype (loaded on first use)."""
-    from ridgeline.train.engine import Engine
+    from ridgeline.policies.engine import Engine
 
     key = (str(config.path.resolve()), config.device, config.dtype)
     fingerprint = checkpoint_fingerprint(config.path)
@@ -228,7 +228,7 @@ def _episode_seed(seed: int | None, task: Task | None) -> int:
 
 
 class HFPolicy(BasePolicy):
-    """Runs an :class:`~ridgeline.train.engine.Engine` as an agent-loop policy (see the module docstring).
+    """Runs an :class:`~ridgeline.policies.engine.Engine` as an agent-loop policy (see the module docstring).
 
     Build one per episode (the trace is per-episode state); the engine behind it is shared.
     """
@@ -275,7 +275,7 @@ class HFPolicy(BasePolicy):
         if self.trace is not None or self._broken:
             self.restarts += 1
         if self._rng is None:
-            from ridgeline.train.engine import new_generator
+            from ridgeline.policies.engine import new_generator
 
             seed = self._seed if self._seed is not None else _episode_seed(self.config.seed, None)
             self._rng = new_generator(engine.device, seed)
@@ -305,7 +305,7 @@ class HFPolicy(BasePolicy):
             # The trace may hold a half-finished turn: rebuild it from the messages next time.
             self.trace, self._broken = None, True
             raise
-        from ridgeline.train.chat import parse_assistant
+        from ridgeline.policies.chat import parse_assistant
 
         text, calls = parse_assistant(gen.text)
         return PolicyOutput(

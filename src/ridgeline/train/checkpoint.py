@@ -32,7 +32,7 @@ from ridgeline.train.config import ModelConfig
 if TYPE_CHECKING:
     import torch
 
-    from ridgeline.train.engine import Engine
+    from ridgeline.policies.engine import Engine
 else:
     torch = require("torch", "train")
 
@@ -113,7 +113,7 @@ def load_policy(
     Raises:
         ConfigError: the checkpoint cannot be loaded, or LoRA targets modules the model lacks.
     """
-    from ridgeline.train.engine import Engine
+    from ridgeline.policies.engine import Engine
 
     start = resume_from if resume_from is not None and cfg.lora is None else cfg.path
     engine = Engine(start, device=cfg.device, dtype=cfg.dtype, seed=seed)

@@ -183,13 +183,13 @@ def sft_shared_prefix(
     without gradient, repeats its KV cache over the batch and trains on the rest. The forward pass is
     the same as over the whole sequence (same logits); only the prefix's keys and values get no
     gradient, which costs nothing to learn here because the prefix is the same in every episode.
-    Token layout as :meth:`~ridgeline.train.engine.Engine.encode_conversation` (what RL samples from).
+    Token layout as :meth:`~ridgeline.policies.engine.Engine.encode_conversation` (what RL samples from).
     AdamW, linear warm-up over 5% of the steps, cosine decay. Returns ``{"steps", "tokens",
     "loss_first", "loss_last", "seconds"}`` (mean losses of the first and the last epoch).
     """
     from ridgeline._extras import require
-    from ridgeline.train.chat import IM_START
-    from ridgeline.train.engine import Engine
+    from ridgeline.policies.chat import IM_START
+    from ridgeline.policies.engine import Engine
 
     torch = require("torch", "train")
     engine = Engine.from_model(model, tokenizer, seed=seed)
@@ -295,7 +295,7 @@ def bootstrap_from_demos(
 ) -> dict[str, Any]:
     """Tokenizer -> model -> SFT on ``demos`` -> a Hugging Face checkpoint in ``out_dir``; returns info."""
     from ridgeline._extras import require
-    from ridgeline.train.chat import render_messages
+    from ridgeline.policies.chat import render_messages
     from ridgeline.train.tiny import INFO_FILE, build_tokenizer, init_model
 
     torch = require("torch", "train")

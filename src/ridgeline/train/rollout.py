@@ -74,7 +74,7 @@ CHECKPOINT_TIMEOUT_S = 30.0
 
 
 class Trace(Protocol):
-    """A token trace (``ridgeline.train.engine.TokenTrace``): ids, loss mask, per-token log-probs."""
+    """A token trace (``ridgeline.policies.engine.TokenTrace``): ids, loss mask, per-token log-probs."""
 
     token_ids: list[int]
     loss_mask: list[int]
@@ -82,7 +82,7 @@ class Trace(Protocol):
 
 
 class GenerationLike(Protocol):
-    """One generated turn (``ridgeline.train.engine.Generation``)."""
+    """One generated turn (``ridgeline.policies.engine.Generation``)."""
 
     token_ids: list[int]
     logprobs: list[float]
@@ -91,7 +91,7 @@ class GenerationLike(Protocol):
 
 
 class RolloutEngine(Protocol):
-    """What rollouts need from ``ridgeline.train.engine.Engine``."""
+    """What rollouts need from ``ridgeline.policies.engine.Engine``."""
 
     def start(
         self, messages: list[Message], tools: list[dict[str, Any]], *, seed: int | None = None
@@ -104,7 +104,7 @@ class RolloutEngine(Protocol):
     ) -> Sequence[GenerationLike]: ...
 
 
-#: Splits a generated turn into its text and its tool calls (``ridgeline.train.chat.parse_assistant``).
+#: Splits a generated turn into its text and its tool calls (``ridgeline.policies.chat.parse_assistant``).
 Parser = Callable[[str], tuple[str, list[ToolCall]]]
 
 
@@ -350,7 +350,7 @@ def _score(ep: _Episode, reward: RewardConfig) -> None:
 
 
 def _default_parser() -> Parser:
-    from ridgeline.train.chat import parse_assistant
+    from ridgeline.policies.chat import parse_assistant
 
     return parse_assistant
 
@@ -377,7 +377,7 @@ def collect(
         settings: turn, token, context, sampling, concurrency and time limits.
         reward: how episodes are scored; default: the verifier's outcome only.
         parse: splits generated text into text and tool calls; default
-            ``ridgeline.train.chat.parse_assistant``.
+            ``ridgeline.policies.chat.parse_assistant``.
         logs_dir: where each episode's ``/logs/agent`` and ``/logs/verifier`` go
             (``g0000-e00/agent``, ...); default: a temporary folder removed afterwards.
         group_offset: added to group ids (so ids stay unique across calls in one training step).

@@ -8,12 +8,12 @@
    ``noise`` of the demonstrations is perturbed (a number changed, a path renamed, the command cut
    short), so that the policy starts imperfect and RL has something to fix.
 2. :func:`build_tokenizer` trains a byte-level BPE tokenizer (the ``tokenizers`` library) on the
-   rendered demonstrations, with the chat template's special tokens and :data:`~ridgeline.train.chat.
+   rendered demonstrations, with the chat template's special tokens and :data:`~ridgeline.policies.chat.
    CHAT_TEMPLATE` installed as its ``chat_template``.
 3. :func:`init_model` initialises a small Llama-architecture model from a config (about 1 M
    parameters at the defaults).
 4. :func:`sft` fine-tunes it on the demonstrations, with the loss on assistant tokens only; the token
-   layout is exactly the one :class:`~ridgeline.train.engine.Engine` builds during rollouts.
+   layout is exactly the one :class:`~ridgeline.policies.engine.Engine` builds during rollouts.
 
 The result loads with ``Engine(path)`` and evaluates with ``ridgeline eval DIR --agent hf:PATH``.
 Nothing is downloaded.
@@ -32,9 +32,7 @@ from typing import Any
 
 from ridgeline._extras import require
 from ridgeline.agent.loop import default_system_prompt
-from ridgeline.tasks.loader import load_task
-from ridgeline.tools.builtin import default_toolset
-from ridgeline.train.chat import (
+from ridgeline.policies.chat import (
     CHAT_TEMPLATE,
     IM_END,
     IM_START,
@@ -42,7 +40,9 @@ from ridgeline.train.chat import (
     TOOL_CALL_OPEN,
     render_messages,
 )
-from ridgeline.train.engine import Engine
+from ridgeline.policies.engine import Engine
+from ridgeline.tasks.loader import load_task
+from ridgeline.tools.builtin import default_toolset
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -189,7 +189,7 @@ def build_tokenizer(corpus_texts: Sequence[str], vocab_size: int = 2048) -> Any:
 
     It has the chat template's special tokens (``<|im_start|>``, ``<|im_end|>``, ``<tool_call>``,
     ``</tool_call>``), ``<|endoftext|>`` as EOS and ``<|pad|>`` as padding, no BOS, and
-    :data:`~ridgeline.train.chat.CHAT_TEMPLATE` as its chat template. Any byte string can be encoded.
+    :data:`~ridgeline.policies.chat.CHAT_TEMPLATE` as its chat template. Any byte string can be encoded.
     """
     tokenizers = require("tokenizers", "train")
     transformers = require("transformers", "train")
@@ -299,7 +299,7 @@ def sft(
     """Fine-tune ``model`` on conversations (``{"messages", "tools"}``), loss on assistant tokens only.
 
     Conversations are encoded exactly as the engine lays out an episode
-    (:meth:`~ridgeline.train.engine.Engine.encode_conversation`); longer ones are cut to ``max_len``
+    (:meth:`~ridgeline.policies.engine.Engine.encode_conversation`); longer ones are cut to ``max_len``
     tokens. AdamW with a linear warm-up over the first 10% of steps and a cosine decay; batches group
     conversations of similar length. Returns ``{"steps", "tokens", "loss_first", "loss_last", "seconds"}``
     (losses are the mean of the first and the last epoch).

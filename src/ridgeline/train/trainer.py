@@ -84,7 +84,7 @@ from ridgeline.train.sampling import DynamicSampler
 if TYPE_CHECKING:
     import torch
 
-    from ridgeline.train.engine import Engine, TokenTrace
+    from ridgeline.policies.engine import Engine, TokenTrace
 else:
     torch = require("torch", "train")
 
@@ -102,7 +102,7 @@ class Sample:
 
 def _forward(model: Any, engine: Engine, traces: Sequence[TokenTrace]) -> tuple[torch.Tensor, ...]:
     """Left-padded ``(logp, mask, logits)``: per-token log-probs (differentiable) and loss masks."""
-    from ridgeline.train.engine import gather_logprobs
+    from ridgeline.policies.engine import gather_logprobs
 
     ids, attn, pos = engine.collate(traces)
     logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits

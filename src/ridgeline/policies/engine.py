@@ -11,7 +11,7 @@ An episode is one :class:`TokenTrace`, a single growing token sequence::
 
 Exact tokens. Nothing in a trace is ever re-tokenised: :meth:`Engine.start` encodes the rendered
 prompt once, :meth:`Engine.append` encodes only the *delta* text of the new messages (see
-:mod:`ridgeline.train.chat`), and :meth:`Engine.generate` appends the sampled ids as they were sampled
+:mod:`ridgeline.policies.chat`), and :meth:`Engine.generate` appends the sampled ids as they were sampled
 (``loss_mask`` 1). So the generated spans of a trace are byte-for-byte the sampled ids, even where the
 model picked a non-canonical tokenisation of its text (``"ab"`` as ``a`` + ``b``), which a fresh
 encode of the decoded conversation would silently change. The prompt and observation spans equal a
@@ -49,7 +49,7 @@ from typing import Any
 from ridgeline._extras import require
 from ridgeline.errors import ConfigError
 from ridgeline.policies.base import ContextLengthExceeded
-from ridgeline.train.chat import IM_END, IM_START, render_message, render_messages
+from ridgeline.policies.chat import IM_END, IM_START, render_message, render_messages
 
 
 @dataclass
