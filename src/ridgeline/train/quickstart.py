@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -190,6 +189,7 @@ def sft_shared_prefix(
     from ridgeline._extras import require
     from ridgeline.policies.chat import IM_START
     from ridgeline.policies.engine import Engine
+    from ridgeline.train.tiny import adamw_cosine
 
     torch = require("torch", "train")
     engine = Engine.from_model(model, tokenizer, seed=seed)
@@ -213,15 +213,7 @@ def sft_shared_prefix(
         batches += [(prefix, rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
     total = epochs * len(batches)
     warmup = max(1, total // 20)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: (
-            (s + 1) / warmup
-            if s < warmup
-            else 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, total - warmup)))
-        ),
-    )
+    opt, sched = adamw_cosine(model, lr=lr, total=total, warmup=warmup)
     cache_arg = engine._cache_arg
     model.train()
     t0 = time.monotonic()

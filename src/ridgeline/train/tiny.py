@@ -284,6 +284,22 @@ def make_random_checkpoint(
 # ------------------------------------------------------------------------------------------- SFT
 
 
+def adamw_cosine(model: Any, *, lr: float, total: int, warmup: int) -> tuple[Any, Any]:
+    """AdamW (weight decay 0.01, betas 0.9/0.95) with linear warm-up then cosine decay to 0 over
+    ``total`` steps: the SFT optimiser of the tiny policy."""
+    torch = require("torch", "train")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            (s + 1) / warmup
+            if s < warmup
+            else 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, total - warmup)))
+        ),
+    )
+    return opt, sched
+
+
 def sft(
     model: Any,
     tokenizer: Any,
@@ -315,15 +331,7 @@ def sft(
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     total = epochs * len(batches)
     warmup = max(1, total // 10)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt,
-        lambda s: (
-            (s + 1) / warmup
-            if s < warmup
-            else 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, total - warmup)))
-        ),
-    )
+    opt, sched = adamw_cosine(model, lr=lr, total=total, warmup=warmup)
     device = engine.device
     model.train()
     t0 = time.monotonic()
