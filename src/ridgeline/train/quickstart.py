@@ -189,7 +189,7 @@ def sft_shared_prefix(
     from ridgeline._extras import require
     from ridgeline.policies.chat import IM_START
     from ridgeline.policies.engine import Engine
-    from ridgeline.train.tiny import adamw_cosine
+    from ridgeline.train.tiny import adamw_cosine, sft_step
 
     torch = require("torch", "train")
     engine = Engine.from_model(model, tokenizer, seed=seed)
@@ -243,18 +243,8 @@ def sft_shared_prefix(
             logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, **{cache_arg: cache}).logits
             # The first suffix token is predicted by the prefix's last position: trained tokens never
             # sit there (a conversation's suffix starts with the user message).
-            loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                labels[:, 1:].reshape(-1),
-                ignore_index=-100,
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            losses.append(sft_step(model, opt, sched, logits, labels))
             n_tokens += int(attn.sum())
-            losses.append(float(loss.detach()))
         epoch_losses.append(sum(losses) / len(losses))
         log(f"sft epoch {epoch + 1}/{epochs}: loss {epoch_losses[-1]:.3f} ({time.monotonic() - t0:.0f} s)")
     model.eval()

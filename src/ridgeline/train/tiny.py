@@ -300,6 +300,23 @@ def adamw_cosine(model: Any, *, lr: float, total: int, warmup: int) -> tuple[Any
     return opt, sched
 
 
+def sft_step(model: Any, opt: Any, sched: Any, logits: Any, labels: Any) -> float:
+    """One SFT update: next-token cross-entropy over labelled positions (``-100`` = not trained),
+    gradient clipped to norm 1, optimiser and schedule stepped. Returns the loss."""
+    torch = require("torch", "train")
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+        labels[:, 1:].reshape(-1),
+        ignore_index=-100,
+    )
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return float(loss.detach())
+
+
 def sft(
     model: Any,
     tokenizer: Any,
@@ -355,19 +372,9 @@ def sft(
                 )
             ids, labels, attn = ids.to(device), labels.to(device), attn.to(device)
             logits = model(input_ids=ids, attention_mask=attn).logits
-            loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                labels[:, 1:].reshape(-1),
-                ignore_index=-100,
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            losses.append(sft_step(model, opt, sched, logits, labels))
             step += 1
             n_tokens += int(attn.sum())
-            losses.append(float(loss.detach()))
         epoch_losses.append(sum(losses) / len(losses))
         log(f"sft epoch {epoch + 1}/{epochs}: loss {epoch_losses[-1]:.3f} ({time.monotonic() - t0:.0f} s)")
     model.eval()

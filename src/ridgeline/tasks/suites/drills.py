@@ -158,20 +158,6 @@ def _t_read(rng: random.Random, level: int) -> TaskDraft:
     )
 
 
-@register_family
-class TerminalDrills(TaskFamily):
-    name = "drills-terminal"
-    version = 1
-    domain = "terminal"
-    description = "Drills: write a given line to a file; read a code from a file and submit it."
-
-    def kinds(self) -> Mapping[str, Generator]:
-        return {"write": _t_write, "read": _t_read}
-
-    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
-        return _short(super().generate(seed, index, level, kind))
-
-
 def _short(draft: TaskDraft) -> TaskDraft:
     """Drills are short-horizon: a few steps and a minute, whatever the level."""
     draft.max_steps = 4
@@ -180,6 +166,24 @@ def _short(draft: TaskDraft) -> TaskDraft:
     draft.memory_mb = 512
     draft.storage_mb = 64
     return draft
+
+
+class _DrillFamily(TaskFamily):
+    """A drill family: every task it generates is made short-horizon by :func:`_short`."""
+
+    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
+        return _short(super().generate(seed, index, level, kind))
+
+
+@register_family
+class TerminalDrills(_DrillFamily):
+    name = "drills-terminal"
+    version = 1
+    domain = "terminal"
+    description = "Drills: write a given line to a file; read a code from a file and submit it."
+
+    def kinds(self) -> Mapping[str, Generator]:
+        return {"write": _t_write, "read": _t_read}
 
 
 # ---------------------------------------------------------------------------------------------- code
@@ -281,7 +285,7 @@ def _c_rename(rng: random.Random, level: int) -> TaskDraft:
 
 
 @register_family
-class CodeDrills(TaskFamily):
+class CodeDrills(_DrillFamily):
     name = "drills-code"
     version = 1
     domain = "code"
@@ -289,9 +293,6 @@ class CodeDrills(TaskFamily):
 
     def kinds(self) -> Mapping[str, Generator]:
         return {"fix": _c_fix, "rename": _c_rename}
-
-    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
-        return _short(super().generate(seed, index, level, kind))
 
 
 # ---------------------------------------------------------------------------------------------- finance
@@ -359,7 +360,7 @@ def _f_ledger(rng: random.Random, level: int) -> TaskDraft:
 
 
 @register_family
-class FinanceDrills(TaskFamily):
+class FinanceDrills(_DrillFamily):
     name = "drills-finance"
     version = 1
     domain = "finance"
@@ -367,9 +368,6 @@ class FinanceDrills(TaskFamily):
 
     def kinds(self) -> Mapping[str, Generator]:
         return {"balance": _f_balance, "ledger": _f_ledger}
-
-    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
-        return _short(super().generate(seed, index, level, kind))
 
 
 # ---------------------------------------------------------------------------------------------- scene
@@ -475,7 +473,7 @@ def _s_move(rng: random.Random, level: int) -> TaskDraft:
 
 
 @register_family
-class SceneDrills(TaskFamily):
+class SceneDrills(_DrillFamily):
     name = "drills-scene"
     version = 1
     domain = "scene"
@@ -483,9 +481,6 @@ class SceneDrills(TaskFamily):
 
     def kinds(self) -> Mapping[str, Generator]:
         return {"recolor": _s_recolor, "move": _s_move}
-
-    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
-        return _short(super().generate(seed, index, level, kind))
 
 
 # ---------------------------------------------------------------------------------------------- longctx
@@ -551,7 +546,7 @@ def _l_count(rng: random.Random, level: int) -> TaskDraft:
 
 
 @register_family
-class LongctxDrills(TaskFamily):
+class LongctxDrills(_DrillFamily):
     name = "drills-longctx"
     version = 1
     domain = "longctx"
@@ -559,9 +554,6 @@ class LongctxDrills(TaskFamily):
 
     def kinds(self) -> Mapping[str, Generator]:
         return {"lookup": _l_lookup, "count": _l_count}
-
-    def generate(self, seed: int, index: int, level: int | None = None, kind: str | None = None) -> TaskDraft:
-        return _short(super().generate(seed, index, level, kind))
 
 
 #: The drill family of each domain.
